@@ -1,0 +1,39 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Both create .venv with Python 3.11 and install the project into it.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/agenttrail demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""The sidecar's collector: OTLP receivers, span storage in ClickHouse, trajectory assembly."""

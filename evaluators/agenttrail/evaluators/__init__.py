@@ -1,0 +1,1 @@
+"""Evaluators: deterministic trajectory metrics, online scoring and LLM judges."""

@@ -1,0 +1,1 @@
+"""Agent-side instrumentation: decorators that emit OpenTelemetry spans for agent runs and tool calls."""
