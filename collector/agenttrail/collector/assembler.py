@@ -1,0 +1,357 @@
+"""Turn stored spans into stored trajectories once a trace has gone quiet.
+
+A trace is due when its agent span has arrived and nothing of the trace has arrived for
+`quiet_period_s`, or, with no agent span, after `idle_timeout_s`. Spans arriving after
+assembly make the trace due again: the new trajectory is a new version (ReplacingMergeTree)
+with a higher `Revision`, which is how evaluators know to re-score it. Runs that disappear on
+re-assembly (e.g. a late agent span replaces a fallback root) are written as deletions.
+
+What is pending lives in memory and is rebuilt after a restart from `trace_arrivals` and
+`assembly_state`, so no trace is left unassembled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agenttrail.collector.errors import StoreError, StoreUnavailable
+from agenttrail.collector.store import Store
+from agenttrail.collector.trajectory import AgentRun, SpanEvent, SpanRecord, build_runs
+
+log = logging.getLogger(__name__)
+
+TRAJECTORY_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Agent",
+    "AgentId",
+    "AgentVersion",
+    "Task",
+    "ConversationId",
+    "ServiceName",
+    "Start",
+    "LatencyS",
+    "Failure",
+    "ErrorType",
+    "Input",
+    "Output",
+    "InputTokens",
+    "OutputTokens",
+    "ToolCount",
+    "ToolNames",
+    "ToolStatuses",
+    "ToolCalls",
+    "SpanCount",
+    "Revision",
+    "AssembledAt",
+    "Version",
+    "IsDeleted",
+)
+_STATE_COLUMNS = ("TraceId", "AssembledThrough", "RunKeys", "Revision", "Version")
+_SPAN_QUERY = """
+SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
+       Duration, StatusCode, StatusMessage, SpanAttributes,
+       arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes
+FROM otel_traces
+WHERE TraceId IN {ids:Array(String)}
+  AND Timestamp >= {since:DateTime64(9)} AND Timestamp <= {until:DateTime64(9)}
+"""
+_RANGE_QUERY = """
+SELECT toUnixTimestamp(min(Start)), toUnixTimestamp(max(End))
+FROM otel_traces_trace_id_ts WHERE TraceId IN {ids:Array(String)}
+"""
+_STATE_QUERY = """
+SELECT TraceId, argMax(RunKeys, Version), max(Revision)
+FROM assembly_state WHERE TraceId IN {ids:Array(String)} GROUP BY TraceId
+"""
+_RECOVERY_QUERY = """
+SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent
+FROM (
+    SELECT TraceId, max(ArrivedAt) AS last_arrival, max(HasAgent) AS has_agent
+    FROM trace_arrivals WHERE ArrivedAt >= now64(6) - toIntervalSecond({lookback:UInt32})
+    GROUP BY TraceId
+) AS a
+LEFT JOIN (
+    SELECT TraceId, max(AssembledThrough) AS done FROM assembly_state GROUP BY TraceId
+) AS s ON a.TraceId = s.TraceId
+WHERE a.last_arrival > s.done
+"""
+
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+@dataclass(slots=True)
+class _Pending:
+    last_arrival: float  # wall-clock arrival time of the newest stored batch with this trace
+    seen_monotonic: float  # when we last heard of the trace, for the quiet period
+    has_agent: bool
+
+
+def _ts6(seconds: float) -> str:
+    return f"{seconds:.6f}"
+
+
+def _ts_ns(nanos: int) -> str:
+    whole, fraction = divmod(nanos, 1_000_000_000)
+    return f"{whole}.{fraction:09d}"
+
+
+def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version: int) -> tuple[Any, ...]:
+    calls = run.tool_calls
+    return (
+        run.trace_id,
+        run.root_span_id,
+        run.agent,
+        run.agent_id,
+        run.agent_version,
+        run.task,
+        run.conversation_id,
+        run.service_name,
+        _ts_ns(run.start_ns),
+        run.latency_s,
+        int(run.failure),
+        run.error_type,
+        "" if run.input is None else _json(run.input),
+        "" if run.output is None else _json(run.output),
+        run.input_tokens,
+        run.output_tokens,
+        len(calls),
+        [call.name for call in calls],
+        [call.status for call in calls],
+        _json([call.to_json() for call in calls]),
+        run.span_count,
+        revision,
+        _ts6(assembled_at),
+        version,
+        0,
+    )
+
+
+class Assembler:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        quiet_period_s: float = 2.0,
+        idle_timeout_s: float = 30.0,
+        poll_interval_s: float = 0.1,
+        max_traces_per_query: int = 500,
+        recovery_lookback_s: int = 86_400,
+    ) -> None:
+        self._store = store
+        self.quiet_period_s = quiet_period_s
+        self.idle_timeout_s = idle_timeout_s
+        self._poll_interval_s = poll_interval_s
+        self._chunk = max_traces_per_query
+        self._recovery_lookback_s = recovery_lookback_s
+        self._pending: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Condition(self._lock)
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self.assembled_runs = 0
+        self.failures = 0
+
+    # -- input ---------------------------------------------------------------------------
+
+    def notify(self, traces: dict[str, bool], arrived_at: float) -> None:
+        """Called by the writer after spans of these traces were stored."""
+        now = time.monotonic()
+        with self._lock:
+            for trace_id, has_agent in traces.items():
+                entry = self._pending.get(trace_id)
+                if entry is None:
+                    self._pending[trace_id] = _Pending(arrived_at, now, has_agent)
+                else:
+                    entry.last_arrival = max(entry.last_arrival, arrived_at)
+                    entry.seen_monotonic = now
+                    entry.has_agent = entry.has_agent or has_agent
+
+    def recover(self) -> int:
+        """Re-queue traces that arrived but were not assembled before a restart."""
+        rows = self._store.query(_RECOVERY_QUERY, {"lookback": self._recovery_lookback_s})
+        now = time.monotonic()
+        with self._lock:
+            for trace_id, last_arrival, has_agent in rows:
+                self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent))
+        if rows:
+            log.info("resuming assembly of %d trace(s) from before the restart", len(rows))
+        return len(rows)
+
+    @property
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="agenttrail-assembler", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_idle(self, timeout_s: float = 30.0) -> bool:
+        """Wait until nothing is pending (tests and the demo use this)."""
+        deadline = time.monotonic() + timeout_s
+        with self._idle:
+            while self._pending or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(min(remaining, 0.05))
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.assemble_due()
+            except StoreError as exc:
+                self.failures += 1
+                log.error("trajectory assembly failed, will retry: %s", exc)
+                self._stop.wait(1.0)
+            except Exception:
+                self.failures += 1
+                log.exception("trajectory assembly failed unexpectedly, will retry")
+                self._stop.wait(1.0)
+            self._wake.wait(self._poll_interval_s)
+            self._wake.clear()
+
+    # -- work ----------------------------------------------------------------------------
+
+    def _due(self, now: float) -> dict[str, float]:
+        due: dict[str, float] = {}
+        with self._lock:
+            for trace_id, entry in self._pending.items():
+                wait = self.quiet_period_s if entry.has_agent else self.idle_timeout_s
+                if now - entry.seen_monotonic >= wait:
+                    due[trace_id] = entry.last_arrival
+            if due:
+                self._busy = True
+        return due
+
+    def assemble_due(self) -> int:
+        """Assemble every trace that is due now; returns the number of runs written."""
+        due = self._due(time.monotonic())
+        if not due:
+            return 0
+        written = 0
+        try:
+            ids = list(due)
+            for start in range(0, len(ids), self._chunk):
+                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + self._chunk]}
+                written += self._assemble_isolating_failures(chunk)
+                with self._lock:
+                    for trace_id, through in chunk.items():
+                        entry = self._pending.get(trace_id)
+                        # A newer arrival during assembly keeps the trace pending.
+                        if entry is not None and entry.last_arrival <= through:
+                            del self._pending[trace_id]
+        finally:
+            with self._idle:
+                self._busy = False
+                self._idle.notify_all()
+        return written
+
+    def _assemble_isolating_failures(self, chunk: dict[str, float]) -> int:
+        """Assemble a chunk; if ClickHouse refuses it (not an outage), retry trace by trace so
+        one bad trace is logged and skipped instead of blocking all the others forever."""
+        try:
+            return self._assemble(chunk)
+        except StoreUnavailable:
+            raise
+        except StoreError as exc:
+            if len(chunk) == 1:
+                self.failures += 1
+                log.error("skipping trace %s: its trajectory cannot be stored: %s", next(iter(chunk)), exc)
+                return 0
+        written = 0
+        for trace_id, through in chunk.items():
+            try:
+                written += self._assemble({trace_id: through})
+            except StoreUnavailable:
+                raise
+            except StoreError as exc:
+                self.failures += 1
+                log.error("skipping trace %s: its trajectory cannot be stored: %s", trace_id, exc)
+        return written
+
+    def _assemble(self, through: dict[str, float]) -> int:
+        ids = list(through)
+        spans = self._read_spans(ids)
+        previous = {
+            row[0]: (list(row[1]), int(row[2])) for row in self._store.query(_STATE_QUERY, {"ids": ids})
+        }
+        now = time.time()
+        version = time.time_ns()
+        trajectory_rows: list[tuple[Any, ...]] = []
+        state_rows: list[tuple[Any, ...]] = []
+        for trace_id in ids:
+            runs = build_runs(spans.get(trace_id, []))
+            old_keys, old_revision = previous.get(trace_id, ([], 0))
+            revision = old_revision + 1
+            keys = [run.root_span_id for run in runs]
+            trajectory_rows.extend(
+                trajectory_row(run, revision=revision, assembled_at=now, version=version) for run in runs
+            )
+            trajectory_rows.extend(
+                _deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
+            )
+            state_rows.append((trace_id, _ts6(through[trace_id]), keys, revision, version))
+        self._store.insert_rows("trajectories", TRAJECTORY_COLUMNS, trajectory_rows)
+        # State last: a crash before it only means the trace is assembled again.
+        self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
+        runs_written = sum(1 for row in trajectory_rows if not row[-1])
+        self.assembled_runs += runs_written
+        return runs_written
+
+    def _read_spans(self, ids: list[str]) -> dict[str, list[SpanRecord]]:
+        bounds = self._store.query(_RANGE_QUERY, {"ids": ids})
+        since, until = bounds[0] if bounds else (None, None)
+        if not since or not until:
+            return {}
+        # The lookup table has second resolution; widen by one second on each side.
+        params = {"ids": ids, "since": _ts6(since - 1), "until": _ts6(until + 1)}
+        spans: dict[str, list[SpanRecord]] = {}
+        for row in self._store.query(_SPAN_QUERY, params):
+            spans.setdefault(row[0], []).append(_span_from_row(row))
+        return spans
+
+
+def _deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> tuple[Any, ...]:
+    blank: list[Any] = ["", "", "", "", "", "", _ts6(now), 0.0, 0, "", "", "", 0, 0, 0, [], [], "[]", 0, 0]
+    return (trace_id, root_span_id, *blank, _ts6(now), version, 1)
+
+
+def _span_from_row(row: tuple[Any, ...]) -> SpanRecord:
+    events = tuple(
+        SpanEvent(name, int(when), attrs)
+        for when, name, attrs in zip(row[10], row[11], row[12], strict=False)
+    )
+    return SpanRecord(
+        trace_id=row[0],
+        span_id=row[1],
+        parent_span_id=row[2],
+        name=row[3],
+        service_name=row[4],
+        start_ns=int(row[5]),
+        duration_ns=int(row[6]),
+        status_code=row[7],
+        status_message=row[8],
+        attributes=row[9],
+        events=events,
+    )

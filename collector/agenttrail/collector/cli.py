@@ -1,0 +1,293 @@
+"""`agenttrail` command line: serve, trajectories, demo.
+
+Read commands work while `serve` holds the embedded store: they find the running sidecar
+through the store's lock file and ask its HTTP API instead of opening the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from agenttrail.collector.config import SETTINGS, SidecarConfig, load_config
+from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
+from agenttrail.collector.sidecar import Sidecar, read_lock_holder
+from agenttrail.collector.store import Store, parse_store
+
+log = logging.getLogger("agenttrail")
+
+
+def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """--store/--database/--config, shared by every command that reads or writes data."""
+    function = click.option(
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False),
+        envvar="AGENTTRAIL_CONFIG",
+        help="YAML config file (settings under 'collector:').",
+    )(function)
+    function = click.option(
+        "--database", default=None, help="ClickHouse database [env AGENTTRAIL_DATABASE]."
+    )(function)
+    function = click.option(
+        "--store",
+        default=None,
+        help="Embedded store directory or http(s):// ClickHouse URL [env AGENTTRAIL_STORE].",
+    )(function)
+    return function
+
+
+def config_from(options: dict[str, Any], config_file: str | None) -> SidecarConfig:
+    try:
+        return load_config(options, config_file=config_file)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+class SidecarApi:
+    """The running sidecar's read API, for when it holds the embedded store."""
+
+    def __init__(self, base_url: str, token: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+
+    def get_lines(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        url = f"{self.base_url}{path}?{urllib.parse.urlencode(params)}"
+        request = urllib.request.Request(url)
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                body = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            with contextlib.suppress(ValueError):
+                detail = json.loads(detail).get("message", detail)
+            raise click.ClickException(
+                f"the sidecar at {self.base_url} answered {exc.code}: {detail}"
+            ) from exc
+        except urllib.error.URLError as exc:
+            raise click.ClickException(
+                f"cannot reach the sidecar at {self.base_url} ({exc.reason}); is `agenttrail serve` running?"
+            ) from exc
+        return [json.loads(line) for line in body.splitlines() if line.strip()]
+
+
+def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
+    """Where read commands get their data: an explicit sidecar URL, the sidecar holding the
+    embedded store, or the store itself."""
+    if server:
+        return SidecarApi(server, config.bearer_token)
+    try:
+        location = parse_store(config.store, config.database)
+        if location.path is not None:
+            holder = read_lock_holder(location.path, location.database)
+            if holder is not None and holder.http:
+                scheme = "https" if config.tls_cert else "http"
+                return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)
+            if not location.path.exists():
+                raise click.ClickException(
+                    f"no store at {location.path}: run `agenttrail serve --store {location.path}` first, "
+                    "or pass --store"
+                )
+        return Store(location)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--log-level",
+    default="INFO",
+    envvar="AGENTTRAIL_LOG_LEVEL",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+)
+def cli(log_level: str) -> None:
+    """agenttrail: trace LLM agents with OpenTelemetry, rebuild their trajectories, evaluate them."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    skip = {"store", "database"}
+    for setting in reversed(SETTINGS):
+        if setting.name in skip:
+            continue
+        flag = "--" + setting.name.replace("_", "-")
+        function = click.option(
+            flag,
+            setting.name,
+            default=None,
+            help=f"{setting.help} [env {setting.env}; default {setting.default}]",
+        )(function)
+    return function
+
+
+@cli.command()
+@store_options
+@_setting_options
+def serve(config_file: str | None, **options: Any) -> None:
+    """Run the collector: OTLP receivers, span storage, trajectory assembly."""
+    config = config_from(options, config_file)
+    sidecar = build_sidecar(config)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        sidecar.start()
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"agenttrail serving on {sidecar.location.describe()}: "
+        f"OTLP/gRPC {sidecar.grpc.address if sidecar.grpc else '-'}, "
+        f"OTLP/HTTP {sidecar.http.address if sidecar.http else '-'}  (Ctrl-C to stop)",
+        err=True,
+    )
+    exit_code = 0
+    while not stop.wait(1.0):
+        dead = sidecar.dead_workers()
+        if dead:
+            log.error("worker(s) %s stopped unexpectedly; exiting so a supervisor can restart us", dead)
+            exit_code = 1
+            break
+    click.echo("stopping: storing what was accepted...", err=True)
+    sidecar.stop()
+    sys.exit(exit_code)
+
+
+def build_sidecar(config: SidecarConfig) -> Sidecar:
+    """The sidecar with every worker installed; evaluators extend this hook."""
+    sidecar = Sidecar(config)
+    for install in SIDECAR_EXTENSIONS:
+        install(sidecar)
+    return sidecar
+
+
+# Functions that add workers and read routes to a sidecar before it starts.
+SIDECAR_EXTENSIONS: list[Callable[[Sidecar], None]] = []
+
+
+def _time_option(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@cli.command()
+@store_options
+@click.option("--since", help="Start time: ISO 8601 or a duration back from now (15m, 2h, 7d).")
+@click.option("--until", help="End time, same forms as --since.")
+@click.option("--agent", help="Only this agent.")
+@click.option("--task", help="Only this task.")
+@click.option("--trace", "trace_id", help="Only this trace id (32 hex).")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option("--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318).")
+def trajectories(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str | None,
+    until: str | None,
+    agent: str | None,
+    task: str | None,
+    trace_id: str | None,
+    limit: int,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """List agent runs with their tool calls, newest first."""
+    config = config_from({"store": store, "database": database}, config_file)
+    try:
+        where = TrajectoryFilter(_time_option(since), _time_option(until), agent, task, trace_id, limit)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    source = read_via(config, server)
+    try:
+        if isinstance(source, SidecarApi):
+            runs = source.get_lines("/api/v1/trajectories", where.to_params())
+        else:
+            runs = query_trajectories(source, where)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if output_format == "json":
+        for run in runs:
+            click.echo(json.dumps(run, ensure_ascii=False))
+        return
+    if not runs:
+        click.echo("no trajectories match", err=True)
+        return
+    click.echo(
+        format_table(
+            ["start", "trace", "agent", "task", "latency", "status", "tool calls"],
+            [
+                (
+                    run["start"][:23],
+                    run["trace_id"][:12],
+                    run["agent"],
+                    run["task"],
+                    f"{run['latency_s']:.3f}s",
+                    run["error_type"] or "error" if run["failure"] else "ok",
+                    trajectory_summary(run["tool_calls"]),
+                )
+                for run in runs
+            ],
+        )
+    )
+
+
+def trajectory_summary(calls: Sequence[dict[str, Any]], width: int = 70) -> str:
+    text = " > ".join(call["name"] + ("!" if call["status"] == "error" else "") for call in calls) or "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@cli.command()
+@click.option(
+    "--runs",
+    default=300,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="How many agent runs the example agent makes.",
+)
+@click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
+@click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's store in this directory.")
+def demo(runs: int, seed: int, keep: str | None) -> None:
+    """Run the sidecar on a temporary embedded store and an example agent against it."""
+    from agenttrail.collector.demo import run_demo
+
+    try:
+        run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def main() -> None:
+    cli()

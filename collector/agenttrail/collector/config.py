@@ -1,0 +1,171 @@
+"""Sidecar settings as a table: each has an env var, a default and a type.
+
+Precedence: command-line argument > environment variable > config file (YAML) > default.
+A bad value raises ConfigError naming the setting, where it came from and what is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agenttrail.collector.errors import ConfigError
+
+DEFAULT_STORE = "./agenttrail-data"
+
+
+def _positive_float(value: Any) -> float:
+    number = float(value)
+    if number < 0:
+        raise ValueError("must not be negative")
+    return number
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError("must be a positive whole number")
+    return number
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _address(value: Any) -> str:
+    text = str(value).strip()
+    _, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("must be host:port, e.g. 127.0.0.1:4317")
+    return text
+
+
+def _optional_str(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "AGENTTRAIL_" + self.name.upper()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("store", DEFAULT_STORE, str, "embedded store directory, or http(s)://user:pass@host:8123/db"),
+    Setting("database", "agenttrail", str, "ClickHouse database"),
+    Setting("grpc", "127.0.0.1:4317", _address, "OTLP/gRPC listen address"),
+    Setting("http", "127.0.0.1:4318", _address, "OTLP/HTTP and read-API listen address"),
+    Setting(
+        "spool_dir", None, _optional_str, "spool directory (default: <store>/spool, or ./agenttrail-spool)"
+    ),
+    Setting("spool_fsync", False, _bool, "fsync each accepted request (survives power loss, slower)"),
+    Setting(
+        "quiet_period_s", 2.0, _positive_float, "seconds of silence after the agent span before assembly"
+    ),
+    Setting(
+        "idle_timeout_s",
+        30.0,
+        _positive_float,
+        "seconds of silence before assembling traces with no agent span",
+    ),
+    Setting("max_body_bytes", 64 * 1024 * 1024, _positive_int, "request body limit after decompression"),
+    Setting("max_queue_spans", 200_000, _positive_int, "spans queued for storage before refusing (429/503)"),
+    Setting("batch_max_spans", 20_000, _positive_int, "spans per ClickHouse insert"),
+    Setting("flush_interval_s", 0.2, _positive_float, "longest wait before a partial batch is inserted"),
+    Setting("bearer_token", None, _optional_str, "require 'Authorization: Bearer <token>' on OTLP and API"),
+    Setting("tls_cert", None, _optional_str, "PEM certificate file for TLS on both receivers"),
+    Setting("tls_key", None, _optional_str, "PEM private key file for TLS on both receivers"),
+)
+_BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class SidecarConfig:
+    store: str = DEFAULT_STORE
+    database: str = "agenttrail"
+    grpc: str = "127.0.0.1:4317"
+    http: str = "127.0.0.1:4318"
+    spool_dir: str | None = None
+    spool_fsync: bool = False
+    quiet_period_s: float = 2.0
+    idle_timeout_s: float = 30.0
+    max_body_bytes: int = 64 * 1024 * 1024
+    max_queue_spans: int = 200_000
+    batch_max_spans: int = 20_000
+    flush_interval_s: float = 0.2
+    bearer_token: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_cert and tls_key go together: set both or neither")
+
+
+assert {f.name for f in fields(SidecarConfig)} == set(_BY_NAME), "settings table and config class differ"
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The `collector:` section of a YAML config file (top-level keys are accepted too)."""
+    file = Path(path)
+    try:
+        document = yaml.safe_load(file.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {file} is not valid YAML: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ConfigError(f"config file {file} must be a mapping of settings")
+    section = document.get("collector", document)
+    if not isinstance(section, dict):
+        raise ConfigError(f"config file {file}: 'collector' must be a mapping of settings")
+    return {key: value for key, value in section.items() if key not in ("evaluators", "judges", "alerts")}
+
+
+def load_config(
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> SidecarConfig:
+    environ = os.environ if environ is None else environ
+    file_values = read_config_file(config_file) if config_file else {}
+    unknown = set(file_values) - set(_BY_NAME)
+    if unknown:
+        raise ConfigError(
+            f"config file {config_file}: unknown setting(s) {sorted(unknown)}; known: {sorted(_BY_NAME)}"
+        )
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        given = (arguments or {}).get(setting.name)
+        if given is not None:
+            raw, source = given, f"option --{setting.name.replace('_', '-')}"
+        elif setting.env in environ:
+            raw, source = environ[setting.env], f"environment variable {setting.env}"
+        elif setting.name in file_values:
+            raw, source = file_values[setting.name], f"config file {config_file} key {setting.name!r}"
+        else:
+            continue
+        try:
+            values[setting.name] = setting.parse(raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: bad value {raw!r} ({exc}); {setting.help}") from exc
+    return SidecarConfig(**values)

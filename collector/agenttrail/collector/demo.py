@@ -1,0 +1,130 @@
+"""`agenttrail demo`: the sidecar on a temporary embedded store, the example agent against it."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agenttrail.collector.config import SidecarConfig
+from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
+from agenttrail.collector.sidecar import Sidecar
+
+Out = Callable[[str], None]
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    if sys.stderr.isatty() or done == total or done % max(1, total // 10) == 0:
+        rate = done / max(time.monotonic() - started, 1e-9)
+        end = "\n" if done == total else ""
+        print(f"\r  agent runs: {done}/{total} ({rate:.0f}/s)", end=end, file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def describe_run(run: dict[str, Any]) -> str:
+    steps = []
+    for call in run["tool_calls"]:
+        mark = f" ✗ {call['error_type']}" if call["status"] == "error" else ""
+        steps.append(f"{call['name']}({call['latency_ms']:.1f}ms{mark})")
+    status = f"FAILED {run['error_type']}" if run["failure"] else "ok"
+    return f"{run['trace_id'][:12]}  {run['task']:<12} {run['latency_s'] * 1000:7.1f}ms  {status:<28} " + (
+        " > ".join(steps) or "-"
+    )
+
+
+def summarise(runs: list[dict[str, Any]], out: Out = print) -> None:
+    """What a user wants to see first: volume, failures, latency, the worst runs."""
+    if not runs:
+        out("no runs were assembled")
+        return
+    failures = [run for run in runs if run["failure"]]
+    latencies = [run["latency_s"] * 1000 for run in runs]
+    tool_calls = [call for run in runs for call in run["tool_calls"]]
+    tool_errors = Counter(call["name"] for call in tool_calls if call["status"] == "error")
+    tool_counts = Counter(call["name"] for call in tool_calls)
+    out(
+        f"\nruns: {len(runs)}   failure rate: {len(failures) / len(runs):.1%}   tool calls: {len(tool_calls)}"
+    )
+    out(
+        f"latency ms: p50 {percentile(latencies, 50):.1f}  p95 {percentile(latencies, 95):.1f}  "
+        f"p99 {percentile(latencies, 99):.1f}  mean {statistics.fmean(latencies):.1f}"
+    )
+    tokens = sum(run["input_tokens"] + run["output_tokens"] for run in runs)
+    out(f"tokens: {tokens}")
+    out("\nper task:")
+    for task, count in sorted(Counter(run["task"] for run in runs).items()):
+        failed = sum(1 for run in failures if run["task"] == task)
+        out(f"  {task:<14} runs {count:>5}   failed {failed:>4} ({failed / count:.1%})")
+    out("\ntool errors:")
+    for name, count in sorted(tool_counts.items()):
+        out(
+            f"  {name:<14} calls {count:>5}   errors {tool_errors[name]:>4} ({tool_errors[name] / count:.1%})"
+        )
+    out("\nslowest runs:")
+    for run in sorted(runs, key=lambda r: -r["latency_s"])[:5]:
+        out("  " + describe_run(run))
+    out("\nfailed runs:")
+    for run in failures[:5]:
+        out("  " + describe_run(run))
+    if len(failures) > 5:
+        out(f"  … and {len(failures) - 5} more (agenttrail trajectories --format json)")
+
+
+def run_demo(
+    *,
+    runs: int,
+    seed: int,
+    keep: str | None,
+    build: Callable[[SidecarConfig], Sidecar],
+    out: Out = print,
+) -> list[dict[str, Any]]:
+    from agenttrail.collector import demo_agent
+    from agenttrail.instrumentation import configure, force_flush
+
+    store_dir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="agenttrail-demo-"))
+    config = SidecarConfig(
+        store=str(store_dir), grpc="127.0.0.1:0", http="127.0.0.1:0", quiet_period_s=0.5, idle_timeout_s=2.0
+    )
+    sidecar = build(config)
+    out(f"starting the agenttrail sidecar on {store_dir} ...")
+    sidecar.start()
+    try:
+        assert sidecar.grpc is not None
+        out(f"  OTLP/gRPC {sidecar.grpc.address}; running the example support agent {runs} times")
+        configure(
+            service_name="demo-support-agent", endpoint=f"http://{sidecar.grpc.address}", protocol="grpc"
+        )
+        demo_agent.seed(seed)
+        rng = random.Random(seed)
+        started = time.monotonic()
+        for index in range(runs):
+            demo_agent.run_once(index, rng)
+            _progress(index + 1, runs, started)
+        force_flush()
+        out("  waiting for the collector to store and assemble every run ...")
+        if not sidecar.wait_until_assembled(timeout_s=120):
+            out("  (assembly is still running; the summary may be partial)")
+        assert sidecar.store is not None
+        result = query_trajectories(sidecar.store, TrajectoryFilter(limit=runs * 2))
+        summarise(result, out)
+        if keep:
+            out(f"\nthe store is kept in {store_dir}: agenttrail trajectories --store {store_dir}")
+        return result
+    finally:
+        sidecar.stop()
+        if not keep:
+            shutil.rmtree(store_dir, ignore_errors=True)

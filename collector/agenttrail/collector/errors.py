@@ -1,0 +1,40 @@
+"""The collector's exception tree. Foreign errors are translated into these at the boundary.
+
+AgentTrailError
+├── ConfigError            a setting is missing or has a bad value
+├── StoreError             ClickHouse refused or failed a statement
+│   ├── StoreUnavailable   ClickHouse cannot be reached (down, wrong URL, network)
+│   └── StoreLocked        the embedded store's directory is held by another process
+└── OverloadedError        the collector's ingest queue is full; the client should retry
+"""
+
+from __future__ import annotations
+
+
+class AgentTrailError(Exception):
+    """Base of every error agenttrail raises on purpose."""
+
+
+class ConfigError(AgentTrailError):
+    """A setting is missing or has a bad value; the message names the setting and its source."""
+
+
+class StoreError(AgentTrailError):
+    """ClickHouse refused or failed a statement."""
+
+
+class StoreUnavailable(StoreError):
+    """ClickHouse cannot be reached; retrying later may succeed."""
+
+
+class StoreLocked(StoreError):
+    """The embedded store's directory is in use by another process."""
+
+
+class OverloadedError(AgentTrailError):
+    """The ingest queue is full (or the store is down); the client should retry after a delay."""
+
+    def __init__(self, message: str, *, retry_after_s: int, store_down: bool) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.store_down = store_down

@@ -1,0 +1,97 @@
+"""OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+
+The handler takes the raw request bytes (no deserializer) so a body that does not parse is
+answered INVALID_ARGUMENT with a message, rather than the INTERNAL that a failing gRPC
+deserializer would produce. Overload and store outages are UNAVAILABLE, which standard OTLP
+exporters retry.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from agenttrail.collector.errors import ConfigError, OverloadedError
+from agenttrail.collector.ingest import IngestPipeline
+from agenttrail.collector.otlp_decode import OtlpDecodeError
+from agenttrail.collector.spool import FORMAT_PROTOBUF
+
+log = logging.getLogger(__name__)
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class GrpcReceiver:
+    def __init__(
+        self,
+        pipeline: IngestPipeline,
+        address: str,
+        *,
+        max_body_bytes: int = 64 * 1024 * 1024,
+        bearer_token: str | None = None,
+        tls_cert: bytes | None = None,
+        tls_key: bytes | None = None,
+        workers: int = 8,
+    ) -> None:
+        self._pipeline = pipeline
+        self._token = bearer_token
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agenttrail-grpc"),
+            options=[
+                ("grpc.max_receive_message_length", max_body_bytes),
+                ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            ],
+        )
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
+        )
+        self._server.add_generic_rpc_handlers((handler,))
+        try:
+            if tls_cert and tls_key:
+                credentials = grpc.ssl_server_credentials([(tls_key, tls_cert)])
+                self.port = self._server.add_secure_port(address, credentials)
+            else:
+                self.port = self._server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise ConfigError(
+                f"cannot listen for OTLP/gRPC on {address}: {exc}; is the port in use?"
+            ) from exc
+        if not self.port:
+            raise ConfigError(f"cannot listen for OTLP/gRPC on {address}: is the port in use? Use --grpc")
+        host = address.rsplit(":", 1)[0]
+        self.address = f"{host}:{self.port}"
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        self._server.stop(grace_s).wait()
+
+    def _authorized(self, context: Any) -> bool:
+        if not self._token:
+            return True
+        for key, value in context.invocation_metadata():
+            if key == "authorization" and isinstance(value, str):
+                return hmac.compare_digest(value.encode(), f"Bearer {self._token}".encode())
+        return False
+
+    def _export(self, request: bytes, context: Any) -> bytes:
+        if not self._authorized(context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        try:
+            batch = self._pipeline.accept(request, FORMAT_PROTOBUF)
+        except OtlpDecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except OverloadedError as exc:
+            context.set_trailing_metadata((("retry-after", str(exc.retry_after_s)),))
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        response = ExportTraceServiceResponse()
+        if batch.rejected:
+            response.partial_success.rejected_spans = batch.rejected
+            response.partial_success.error_message = batch.error_message
+        return bytes(response.SerializeToString())

@@ -1,0 +1,262 @@
+"""From an accepted request to stored spans: decode, spool, batch, insert, announce.
+
+Receivers call `IngestPipeline.accept` on their own threads; it decodes (bad spans are
+counted, not raised), refuses when the queue is full, spools the body (the durable
+acknowledgement) and queues the rows. One writer thread cuts batches of up to
+`batch_max_rows` rows or `flush_interval_s` seconds, inserts them in one block, records the
+traces' arrival (what assembly resumes from after a restart) and tells the assembler.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agenttrail.collector.errors import OverloadedError, StoreError
+from agenttrail.collector.otlp_decode import (
+    OTEL_TRACES_COLUMNS,
+    DecodedBatch,
+    OtlpDecodeError,
+    decode_json,
+    decode_protobuf,
+)
+from agenttrail.collector.spool import FORMAT_JSON, FORMAT_PROTOBUF, Spool
+from agenttrail.collector.store import Store
+
+log = logging.getLogger(__name__)
+
+# Called after spans are stored: trace id -> whether an agent span arrived, and the arrival time.
+ArrivalListener = Callable[[dict[str, bool], float], None]
+
+_ARRIVAL_COLUMNS = ("TraceId", "ArrivedAt", "HasAgent")
+
+
+def decode_body(body_format: int, body: bytes) -> DecodedBatch:
+    if body_format == FORMAT_JSON:
+        return decode_json(body)
+    return decode_protobuf(body)
+
+
+@dataclass(slots=True)
+class IngestCounters:
+    """Monotonic counters for health checks and metrics."""
+
+    accepted_spans: int = 0
+    rejected_spans: int = 0
+    refused_requests: int = 0
+    stored_spans: int = 0
+    store_failures: int = 0
+    replayed_segments: int = 0
+
+
+class IngestPipeline:
+    def __init__(
+        self,
+        store: Store,
+        spool_dir: Path,
+        *,
+        batch_max_rows: int = 20_000,
+        flush_interval_s: float = 0.2,
+        max_queue_rows: int = 200_000,
+        spool_fsync: bool = False,
+        on_stored: ArrivalListener | None = None,
+    ) -> None:
+        self._store = store
+        self._spool = Spool(spool_dir, fsync=spool_fsync)
+        self._batch_max_rows = batch_max_rows
+        self._flush_interval_s = flush_interval_s
+        self._max_queue_rows = max_queue_rows
+        self._on_stored = on_stored
+        self._cond = threading.Condition()
+        self._pending: list[DecodedBatch] = []
+        self._pending_rows = 0
+        self._first_pending_at = 0.0
+        self._in_flight_rows = 0  # taken by the writer, not yet stored
+        self._stopping = False
+        self._store_down = False
+        self._last_arrival = 0.0
+        self._thread: threading.Thread | None = None
+        self.counters = IngestCounters()
+
+    # -- receiver side -------------------------------------------------------------------
+
+    def accept(self, body: bytes, body_format: int = FORMAT_PROTOBUF) -> DecodedBatch:
+        """Decode, spool and queue one request. Raises OtlpDecodeError or OverloadedError.
+
+        Returns the decoded batch so the receiver can report rejected spans.
+        """
+        batch = decode_body(body_format, body)
+        self.counters.rejected_spans += batch.rejected
+        if not batch.rows:
+            return batch
+        with self._cond:
+            queued = self._pending_rows + self._in_flight_rows
+            if queued + len(batch.rows) > self._max_queue_rows and queued > 0:
+                self.counters.refused_requests += 1
+                down = self._store_down
+                reason = "the span store is unavailable" if down else "the ingest queue is full"
+                raise OverloadedError(
+                    f"{reason} ({queued} spans queued, limit {self._max_queue_rows}); retry later",
+                    retry_after_s=5 if down else 1,
+                    store_down=down,
+                )
+            if self._stopping:
+                raise OverloadedError("the collector is shutting down", retry_after_s=5, store_down=False)
+            self._spool.append(body_format, body)
+            if not self._pending:
+                self._first_pending_at = time.monotonic()
+            self._pending.append(batch)
+            self._pending_rows += len(batch.rows)
+            self.counters.accepted_spans += len(batch.rows)
+            if self._pending_rows >= self._batch_max_rows:
+                self._cond.notify_all()
+        return batch
+
+    @property
+    def store_down(self) -> bool:
+        return self._store_down
+
+    @property
+    def queued_rows(self) -> int:
+        with self._cond:
+            return self._pending_rows + self._in_flight_rows
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def replay(self) -> int:
+        """Store what earlier runs acknowledged but did not store. Run before `start`."""
+        replayed = 0
+        for segment in self._spool.segments():
+            batch = DecodedBatch()
+            for record in Spool.read(segment):
+                try:
+                    batch.extend(decode_body(record.body_format, record.body))
+                except OtlpDecodeError:
+                    log.exception("skipping an undecodable record in spool segment %s", segment)
+            self._store_batch(segment, batch, retry=False)
+            replayed += 1
+        self.counters.replayed_segments += replayed
+        if replayed:
+            log.info("replayed %d spool segment(s) left by an earlier run", replayed)
+        return replayed
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_writer, name="agenttrail-writer", daemon=True)
+        self._thread.start()
+
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until everything accepted so far is stored. True if it was within the timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            self._cond.notify_all()
+            while self._pending_rows or self._in_flight_rows:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._first_pending_at = 0.0  # make the writer cut a batch now
+                self._cond.notify_all()
+                self._cond.wait(min(remaining, 0.05))
+        return True
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Store what is queued (within the timeout), then stop; the rest stays spooled."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.warning("writer did not finish within %.0fs; unstored spans stay spooled", timeout_s)
+        self._spool.close()
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- writer side ---------------------------------------------------------------------
+
+    def _take_batch(self) -> tuple[Path | None, DecodedBatch] | None:
+        with self._cond:
+            while True:
+                if self._pending:
+                    age = time.monotonic() - self._first_pending_at
+                    if self._stopping or self._pending_rows >= self._batch_max_rows:
+                        break
+                    if age >= self._flush_interval_s:
+                        break
+                    self._cond.wait(self._flush_interval_s - age)
+                elif self._stopping:
+                    return None
+                else:
+                    self._cond.wait(0.5)
+            taken, self._pending = self._pending, []
+            self._in_flight_rows, self._pending_rows = self._pending_rows, 0
+            segment = self._spool.seal()
+        combined = taken[0] if len(taken) == 1 else DecodedBatch()
+        if len(taken) > 1:
+            for batch in taken:
+                combined.extend(batch)
+        return segment, combined
+
+    def _run_writer(self) -> None:
+        while True:
+            item = self._take_batch()
+            if item is None:
+                return
+            segment, batch = item
+            stored = self._store_batch(segment, batch, retry=True)
+            with self._cond:
+                self._in_flight_rows = 0
+                self._cond.notify_all()
+            if not stored:
+                return  # stopping while the store is down: the segment stays for replay
+
+    def _store_batch(self, segment: Path | None, batch: DecodedBatch, *, retry: bool) -> bool:
+        """Insert one batch; with `retry`, keep trying (backing off) until it is stored or we stop."""
+        token = segment.name if segment is not None else None
+        delay = 0.2
+        while True:
+            try:
+                arrived_at = self._insert(batch, token)
+                break
+            except StoreError as exc:
+                self.counters.store_failures += 1
+                if not self._store_down:
+                    log.error("cannot store spans, will retry (they are spooled): %s", exc)
+                self._store_down = True
+                if not retry or self._stopping:
+                    if not retry:
+                        raise
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        if self._store_down:
+            log.info("span store is reachable again")
+        self._store_down = False
+        self.counters.stored_spans += len(batch.rows)
+        if segment is not None:
+            Spool.remove(segment)
+        if self._on_stored is not None and batch.traces:
+            try:
+                self._on_stored(batch.traces, arrived_at)
+            except Exception:
+                log.exception("arrival listener failed")
+        return True
+
+    def _insert(self, batch: DecodedBatch, token: str | None) -> float:
+        if batch.rows:
+            self._store.insert_rows("otel_traces", OTEL_TRACES_COLUMNS, batch.rows, dedup_token=token)
+        # Arrival times strictly increase, so "assembled through" comparisons are exact.
+        arrived_at = max(time.time(), self._last_arrival + 1e-6)
+        self._last_arrival = arrived_at
+        stamp = f"{arrived_at:.6f}"
+        self._store.insert_rows(
+            "trace_arrivals",
+            _ARRIVAL_COLUMNS,
+            [(trace_id, stamp, int(has_agent)) for trace_id, has_agent in batch.traces.items()],
+            dedup_token=f"{token}:arrivals" if token else None,
+        )
+        return arrived_at

@@ -1,0 +1,285 @@
+"""Decode OTLP trace requests (protobuf or JSON) into `otel_traces` rows.
+
+This is the ingest hot path: one pass over the spans, no intermediate objects. Values are
+rendered the way the OpenTelemetry Collector's ClickHouse exporter renders them (`AsString`),
+so the stored table reads the same in Grafana's trace view.
+
+Bad spans are counted and described, never raised: the caller answers with `partial_success`
+and keeps the good spans of the same request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from agenttrail.instrumentation import attributes as attr
+
+OTEL_TRACES_COLUMNS: tuple[str, ...] = (
+    "Timestamp",
+    "TraceId",
+    "SpanId",
+    "ParentSpanId",
+    "TraceState",
+    "SpanName",
+    "SpanKind",
+    "ServiceName",
+    "ResourceAttributes",
+    "ScopeName",
+    "ScopeVersion",
+    "SpanAttributes",
+    "Duration",
+    "StatusCode",
+    "StatusMessage",
+    "Events.Timestamp",
+    "Events.Name",
+    "Events.Attributes",
+    "Links.TraceId",
+    "Links.SpanId",
+    "Links.TraceState",
+    "Links.Attributes",
+)
+
+# Index of a few columns the pipeline reads back from decoded rows.
+COL_TRACE_ID = OTEL_TRACES_COLUMNS.index("TraceId")
+
+_SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
+_STATUS_CODES = ("Unset", "Ok", "Error")
+_MAX_ERROR_MESSAGES = 5
+_AGENT_MARKERS = {
+    (attr.GEN_AI_OPERATION_NAME, attr.OPERATION_INVOKE_AGENT),
+    (attr.OPENINFERENCE_SPAN_KIND, "AGENT"),
+}
+
+
+class OtlpDecodeError(ValueError):
+    """The request body is not an OTLP trace export request at all."""
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """The good spans of one request as rows, plus what was rejected and why."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    # trace id -> True if an agent-run span of that trace is in this batch.
+    traces: dict[str, bool] = field(default_factory=dict)
+    rejected: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def reject(self, message: str) -> None:
+        self.rejected += 1
+        if len(self.errors) < _MAX_ERROR_MESSAGES:
+            self.errors.append(message)
+
+    @property
+    def error_message(self) -> str:
+        if not self.rejected:
+            return ""
+        more = self.rejected - len(self.errors)
+        suffix = f" (and {more} more)" if more > 0 else ""
+        return f"rejected {self.rejected} span(s): " + "; ".join(self.errors) + suffix
+
+    def extend(self, other: DecodedBatch) -> None:
+        self.rows.extend(other.rows)
+        for trace_id, has_agent in other.traces.items():
+            self.traces[trace_id] = self.traces.get(trace_id, False) or has_agent
+        self.rejected += other.rejected
+        self.errors.extend(other.errors[: max(0, _MAX_ERROR_MESSAGES - len(self.errors))])
+
+
+def ns_to_clickhouse(nanos: int) -> str:
+    """Unix nanoseconds as the `seconds.fraction` text DateTime64(9) parses exactly.
+
+    Rows are inserted as JSONCompactEachRow, where a bare integer would be read as seconds.
+    """
+    seconds, fraction = divmod(nanos, 1_000_000_000)
+    return f"{seconds}.{fraction:09d}"
+
+
+def any_value_to_str(value: Any) -> str:
+    """Render an OTLP AnyValue as the ClickHouse exporter does (pcommon `AsString`)."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return str(value.string_value)
+    if kind == "int_value":
+        return str(value.int_value)
+    if kind == "bool_value":
+        return "true" if value.bool_value else "false"
+    if kind == "double_value":
+        return _format_double(value.double_value)
+    if kind is None:
+        return ""
+    return json.dumps(_any_value_to_json(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _format_double(number: float) -> str:
+    text = repr(number)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _any_value_to_json(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_any_value_to_json(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _any_value_to_json(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    if kind is None:
+        return None
+    return getattr(value, kind)
+
+
+def attributes_to_map(key_values: Iterable[Any]) -> dict[str, str]:
+    """KeyValue list -> str map; the string case is inlined because it is most of them."""
+    result: dict[str, str] = {}
+    for kv in key_values:
+        value = kv.value
+        if value.WhichOneof("value") == "string_value":
+            result[kv.key] = value.string_value
+        else:
+            result[kv.key] = any_value_to_str(value)
+    return result
+
+
+def decode_protobuf(body: bytes) -> DecodedBatch:
+    """Decode a binary OTLP ExportTraceServiceRequest."""
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except DecodeError as exc:
+        raise OtlpDecodeError(f"body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from exc
+    return decode_request(request)
+
+
+def decode_json(body: bytes) -> DecodedBatch:
+    """Decode an OTLP/JSON request; ids are hex strings there, not base64 (OTLP spec)."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OtlpDecodeError(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise OtlpDecodeError("body must be a JSON object with a 'resourceSpans' list")
+    _hex_ids_to_base64(document)
+    try:
+        request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, ValueError) as exc:
+        raise OtlpDecodeError(f"body is not an OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    return decode_request(request)
+
+
+# A base64 value that decodes to 3 bytes: an id of a length no valid id has, so the span
+# fails id validation with the normal per-span message instead of failing the request.
+_INVALID_ID = base64.b64encode(b"bad").decode("ascii")
+
+
+def _hex_to_b64(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return base64.b64encode(binascii.unhexlify(value)).decode("ascii")
+    except (binascii.Error, ValueError):
+        return _INVALID_ID
+
+
+def _hex_ids_to_base64(document: dict[str, Any]) -> None:
+    for resource_spans in _dicts(document.get("resourceSpans")):
+        for scope_spans in _dicts(resource_spans.get("scopeSpans")):
+            for span in _dicts(scope_spans.get("spans")):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = _hex_to_b64(span[key])
+                for link in _dicts(span.get("links")):
+                    for key in ("traceId", "spanId"):
+                        if key in link:
+                            link[key] = _hex_to_b64(link[key])
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _span_problem(span: Any) -> str | None:
+    trace_id = span.trace_id
+    if len(trace_id) != 16 or not any(trace_id):
+        return "trace_id must be 16 bytes (32 hex characters) and not all zero"
+    span_id = span.span_id
+    if len(span_id) != 8 or not any(span_id):
+        return "span_id must be 8 bytes (16 hex characters) and not all zero"
+    if len(span.parent_span_id) not in (0, 8):
+        return "parent_span_id must be empty or 8 bytes (16 hex characters)"
+    if not span.name:
+        return "name is missing"
+    if span.start_time_unix_nano == 0:
+        return "start_time_unix_nano is missing"
+    if span.end_time_unix_nano < span.start_time_unix_nano:
+        return "end_time_unix_nano is before start_time_unix_nano"
+    return None
+
+
+def decode_request(request: Any) -> DecodedBatch:
+    """Turn a parsed ExportTraceServiceRequest into rows in OTEL_TRACES_COLUMNS order."""
+    batch = DecodedBatch()
+    rows = batch.rows
+    traces = batch.traces
+    for resource_spans in request.resource_spans:
+        resource_attrs = attributes_to_map(resource_spans.resource.attributes)
+        service_name = resource_attrs.get("service.name", "")
+        for scope_spans in resource_spans.scope_spans:
+            scope_name = scope_spans.scope.name
+            scope_version = scope_spans.scope.version
+            for span in scope_spans.spans:
+                problem = _span_problem(span)
+                if problem is not None:
+                    batch.reject(f"span {span.name[:80]!r}: {problem}")
+                    continue
+                span_attrs = attributes_to_map(span.attributes)
+                trace_id = span.trace_id.hex()
+                is_agent = (
+                    attr.GEN_AI_OPERATION_NAME,
+                    span_attrs.get(attr.GEN_AI_OPERATION_NAME),
+                ) in _AGENT_MARKERS or (
+                    attr.OPENINFERENCE_SPAN_KIND,
+                    span_attrs.get(attr.OPENINFERENCE_SPAN_KIND),
+                ) in _AGENT_MARKERS
+                if is_agent or trace_id not in traces:
+                    traces[trace_id] = is_agent or traces.get(trace_id, False)
+                start = span.start_time_unix_nano
+                status = span.status
+                kind = span.kind
+                events = span.events
+                links = span.links
+                rows.append(
+                    (
+                        ns_to_clickhouse(start),
+                        trace_id,
+                        span.span_id.hex(),
+                        span.parent_span_id.hex(),
+                        span.trace_state,
+                        span.name,
+                        _SPAN_KINDS[kind] if 0 <= kind < len(_SPAN_KINDS) else "Unspecified",
+                        service_name,
+                        resource_attrs,
+                        scope_name,
+                        scope_version,
+                        span_attrs,
+                        span.end_time_unix_nano - start,
+                        _STATUS_CODES[status.code] if 0 <= status.code < 3 else "Unset",
+                        status.message,
+                        [ns_to_clickhouse(event.time_unix_nano) for event in events] if events else [],
+                        [event.name for event in events] if events else [],
+                        [attributes_to_map(event.attributes) for event in events] if events else [],
+                        [link.trace_id.hex() for link in links] if links else [],
+                        [link.span_id.hex() for link in links] if links else [],
+                        [link.trace_state for link in links] if links else [],
+                        [attributes_to_map(link.attributes) for link in links] if links else [],
+                    )
+                )
+    return batch

@@ -1,0 +1,139 @@
+"""Read trajectories back: the one query behind `agenttrail trajectories` and the HTTP API.
+
+The JSON shape of a trajectory is a contract scripts rely on (see `trajectory_to_json`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agenttrail.collector.store import Store
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+class QueryError(ValueError):
+    """A filter value could not be understood; the message says which and how to write it."""
+
+
+def parse_time(value: str, *, now: datetime | None = None) -> datetime:
+    """`2026-11-21T10:00:00Z`, `2026-11-21`, or a duration back from now such as `15m`, `2h`, `7d`."""
+    text = value.strip()
+    match = _DURATION.match(text)
+    if match:
+        amount, unit = float(match.group(1)), match.group(2)
+        return (now or datetime.now(UTC)) - timedelta(seconds=amount * _UNITS[unit])
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise QueryError(
+            f"cannot read time {value!r}: use ISO 8601 (2026-11-21T10:00:00Z) or a duration like 15m, 2h, 7d"
+        ) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryFilter:
+    since: datetime | None = None
+    until: datetime | None = None
+    agent: str | None = None
+    task: str | None = None
+    trace_id: str | None = None
+    limit: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.trace_id is not None and not _HEX32.match(self.trace_id):
+            raise QueryError(f"trace id {self.trace_id!r} must be 32 lowercase hex characters")
+        if self.limit < 1:
+            raise QueryError(f"limit must be at least 1, got {self.limit}")
+
+    def to_params(self) -> dict[str, str]:
+        """The HTTP query-string form (inverse of `from_params`)."""
+        params: dict[str, str] = {"limit": str(self.limit)}
+        if self.since:
+            params["since"] = self.since.isoformat()
+        if self.until:
+            params["until"] = self.until.isoformat()
+        for key in ("agent", "task", "trace_id"):
+            value = getattr(self, key)
+            if value:
+                params[key] = value
+        return params
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> TrajectoryFilter:
+        unknown = set(params) - {"since", "until", "agent", "task", "trace_id", "limit"}
+        if unknown:
+            raise QueryError(
+                f"unknown filter(s) {sorted(unknown)}; use since, until, agent, task, trace_id, limit"
+            )
+        try:
+            limit = int(params.get("limit", "1000"))
+        except ValueError as exc:
+            raise QueryError(f"limit must be a whole number, got {params['limit']!r}") from exc
+        return cls(
+            since=parse_time(params["since"]) if params.get("since") else None,
+            until=parse_time(params["until"]) if params.get("until") else None,
+            agent=params.get("agent") or None,
+            task=params.get("task") or None,
+            trace_id=params.get("trace_id") or None,
+            limit=limit,
+        )
+
+
+_COLUMNS = """TraceId, Agent, Task, ConversationId, toUnixTimestamp64Micro(Start), LatencyS, Failure,
+ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revision"""
+
+
+def query_trajectories(store: Store, where: TrajectoryFilter) -> list[dict[str, Any]]:
+    """Latest version of each run matching the filter, newest first."""
+    clauses = ["IsDeleted = 0"]
+    params: dict[str, Any] = {"limit": where.limit}
+    if where.since:
+        clauses.append("Start >= {since:DateTime64(6)}")
+        params["since"] = f"{where.since.timestamp():.6f}"
+    if where.until:
+        clauses.append("Start < {until:DateTime64(6)}")
+        params["until"] = f"{where.until.timestamp():.6f}"
+    for column, key in (("Agent", "agent"), ("Task", "task"), ("TraceId", "trace_id")):
+        value = getattr(where, key)
+        if value:
+            clauses.append(f"{column} = {{{key}:String}}")
+            params[key] = value
+    sql = (
+        f"SELECT {_COLUMNS} FROM trajectories FINAL WHERE {' AND '.join(clauses)} "
+        "ORDER BY Start DESC, TraceId LIMIT {limit:UInt32}"
+    )
+    return [trajectory_to_json(row) for row in store.query(sql, params)]
+
+
+def _json_or_none(text: str) -> Any:
+    return json.loads(text) if text else None
+
+
+def trajectory_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    """The `--format json` contract: one object per run."""
+    start = datetime.fromtimestamp(row[4] / 1e6, tz=UTC)
+    return {
+        "trace_id": row[0],
+        "agent": row[1],
+        "task": row[2],
+        "conversation_id": row[3],
+        "start": start.isoformat().replace("+00:00", "Z"),
+        "latency_s": row[5],
+        "failure": int(row[6]),
+        "error_type": row[7],
+        "input": _json_or_none(row[8]),
+        "output": _json_or_none(row[9]),
+        "tool_calls": json.loads(row[10]) if row[10] else [],
+        "root_span_id": row[11],
+        "input_tokens": int(row[12]),
+        "output_tokens": int(row[13]),
+        "revision": int(row[14]),
+    }

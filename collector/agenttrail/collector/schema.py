@@ -1,0 +1,182 @@
+"""Versioned schema migrations, run at start-up; running them twice changes nothing.
+
+`otel_traces` keeps the OpenTelemetry Collector ClickHouse exporter's layout so Grafana's
+ClickHouse data source reads it as it is. Our own tables use ReplacingMergeTree so that
+re-assembly writes a new version instead of a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agenttrail.collector.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+OTEL_TRACES = """
+CREATE TABLE IF NOT EXISTS otel_traces (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    SpanId String CODEC(ZSTD(1)),
+    ParentSpanId String CODEC(ZSTD(1)),
+    TraceState String CODEC(ZSTD(1)),
+    SpanName LowCardinality(String) CODEC(ZSTD(1)),
+    SpanKind LowCardinality(String) CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    ResourceAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    ScopeName String CODEC(ZSTD(1)),
+    ScopeVersion String CODEC(ZSTD(1)),
+    SpanAttributes Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+    Duration UInt64 CODEC(ZSTD(1)),
+    StatusCode LowCardinality(String) CODEC(ZSTD(1)),
+    StatusMessage String CODEC(ZSTD(1)),
+    Events Nested (
+        Timestamp DateTime64(9),
+        Name LowCardinality(String),
+        Attributes Map(LowCardinality(String), String)
+    ) CODEC(ZSTD(1)),
+    Links Nested (
+        TraceId String,
+        SpanId String,
+        TraceState String,
+        Attributes Map(LowCardinality(String), String)
+    ) CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.001) GRANULARITY 1,
+    INDEX idx_res_attr_key mapKeys(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_res_attr_value mapValues(ResourceAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_key mapKeys(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_span_attr_value mapValues(SpanAttributes) TYPE bloom_filter(0.01) GRANULARITY 1,
+    INDEX idx_duration Duration TYPE minmax GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(Timestamp)
+ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1, non_replicated_deduplication_window = 10000
+"""
+
+# The exporter's trace-id lookup table: finds a trace's time range without a full scan.
+OTEL_TRACES_TRACE_ID_TS = """
+CREATE TABLE IF NOT EXISTS otel_traces_trace_id_ts (
+    TraceId String CODEC(ZSTD(1)),
+    Start DateTime CODEC(Delta, ZSTD(1)),
+    End DateTime CODEC(Delta, ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.01) GRANULARITY 1
+) ENGINE = MergeTree
+PARTITION BY toDate(Start)
+ORDER BY (TraceId, Start)
+SETTINGS index_granularity = 8192, ttl_only_drop_parts = 1
+"""
+
+OTEL_TRACES_TRACE_ID_TS_MV = """
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel_traces_trace_id_ts_mv TO otel_traces_trace_id_ts
+AS SELECT TraceId, min(Timestamp) AS Start, max(Timestamp) AS End
+FROM otel_traces WHERE TraceId != '' GROUP BY TraceId
+"""
+
+# One row per (trace, stored batch): what assembly needs to resume after a restart.
+TRACE_ARRIVALS = """
+CREATE TABLE IF NOT EXISTS trace_arrivals (
+    TraceId String,
+    ArrivedAt DateTime64(6),
+    HasAgent UInt8
+) ENGINE = MergeTree
+ORDER BY (ArrivedAt, TraceId)
+TTL toDateTime(ArrivedAt) + INTERVAL 7 DAY
+SETTINGS non_replicated_deduplication_window = 10000
+"""
+
+ASSEMBLY_STATE = """
+CREATE TABLE IF NOT EXISTS assembly_state (
+    TraceId String,
+    AssembledThrough DateTime64(6),
+    RunKeys Array(String),
+    Revision UInt32,
+    Version UInt64
+) ENGINE = ReplacingMergeTree(Version)
+ORDER BY TraceId
+"""
+
+TRAJECTORIES = """
+CREATE TABLE IF NOT EXISTS trajectories (
+    TraceId String,
+    RootSpanId String,
+    Agent LowCardinality(String),
+    AgentId String,
+    AgentVersion String,
+    Task String,
+    ConversationId String,
+    ServiceName LowCardinality(String),
+    Start DateTime64(6),
+    LatencyS Float64,
+    Failure UInt8,
+    ErrorType String,
+    Input String,
+    Output String,
+    InputTokens UInt64,
+    OutputTokens UInt64,
+    ToolCount UInt32,
+    ToolNames Array(LowCardinality(String)),
+    ToolStatuses Array(LowCardinality(String)),
+    ToolCalls String,
+    SpanCount UInt32,
+    Revision UInt32,
+    AssembledAt DateTime64(6),
+    Version UInt64,
+    IsDeleted UInt8,
+    INDEX idx_start Start TYPE minmax GRANULARITY 1,
+    INDEX idx_agent Agent TYPE set(1000) GRANULARITY 1,
+    INDEX idx_assembled AssembledAt TYPE minmax GRANULARITY 1
+) ENGINE = ReplacingMergeTree(Version, IsDeleted)
+ORDER BY (TraceId, RootSpanId)
+"""
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "spans, arrivals, trajectories",
+        (
+            OTEL_TRACES,
+            OTEL_TRACES_TRACE_ID_TS,
+            OTEL_TRACES_TRACE_ID_TS_MV,
+            TRACE_ARRIVALS,
+            ASSEMBLY_STATE,
+            TRAJECTORIES,
+        ),
+    ),
+)
+
+_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    Version UInt32,
+    Name String,
+    AppliedAt DateTime64(3) DEFAULT now64(3)
+) ENGINE = ReplacingMergeTree ORDER BY Version
+"""
+
+
+def migrate(store: Store, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
+    """Apply the migrations not yet recorded; returns the versions applied now.
+
+    Every statement is idempotent (IF NOT EXISTS), so two processes migrating at once, or a
+    crash between a statement and its record, leave the same schema.
+    """
+    store.command(_MIGRATIONS_TABLE)
+    applied = {row[0] for row in store.query("SELECT DISTINCT Version FROM schema_migrations")}
+    done: list[int] = []
+    for migration in sorted(migrations, key=lambda m: m.version):
+        if migration.version in applied:
+            continue
+        log.info("applying schema migration %d: %s", migration.version, migration.name)
+        for statement in migration.statements:
+            store.command(statement)
+        store.insert_rows("schema_migrations", ("Version", "Name"), [(migration.version, migration.name)])
+        done.append(migration.version)
+    return done

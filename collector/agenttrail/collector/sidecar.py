@@ -1,0 +1,288 @@
+"""The sidecar process: store, spool replay, writer, assembler and both receivers, wired once.
+
+On the embedded store, the sidecar holds an exclusive lock file in the store directory that
+names its pid and addresses: a second `serve` on the same directory stops with a message
+naming the holder, and read commands find the running sidecar's HTTP API through it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.config import SidecarConfig
+from agenttrail.collector.errors import StoreLocked
+from agenttrail.collector.grpc_receiver import GrpcReceiver
+from agenttrail.collector.http_receiver import HttpReceiver, ReadRoute
+from agenttrail.collector.ingest import IngestPipeline
+from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
+from agenttrail.collector.schema import migrate
+from agenttrail.collector.store import Store, StoreLocation, parse_store
+
+log = logging.getLogger(__name__)
+
+
+def lock_file(directory: Path, database: str) -> Path:
+    """One lock per database: chDB itself already refuses a second process on the directory."""
+    return directory / f"agenttrail.{database}.lock"
+
+
+class Worker(Protocol):
+    """A background service the sidecar starts, stops and watches (e.g. the evaluator)."""
+
+    name: str
+
+    def start(self) -> None: ...
+    def stop(self, timeout_s: float = 10.0) -> None: ...
+    def alive(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    pid: int
+    http: str
+    grpc: str
+
+    def describe(self) -> str:
+        return f"agenttrail serve (pid {self.pid}, http {self.http}, grpc {self.grpc})"
+
+
+class StoreLock:
+    """An flock on `<store>/agenttrail.<database>.lock`; released by the kernel if the process dies."""
+
+    def __init__(self, directory: Path, database: str) -> None:
+        self.path = lock_file(directory, database)
+        self._fd: int | None = None
+
+    def acquire(self, info: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = _read_holder(self.path)
+            who = holder.describe() if holder else "another process"
+            raise StoreLocked(
+                f"the embedded store {self.path.parent} is in use by {who}; stop it, or give this "
+                "command another --store directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), **info}).encode())
+        self._fd = fd
+
+    def update(self, info: dict[str, Any]) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, json.dumps({"pid": os.getpid(), **info}).encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def read_lock_holder(directory: Path, database: str) -> LockHolder | None:
+    """The live sidecar holding this store directory: the one serving `database` if any,
+    else any other (chDB admits one process per directory, whatever its database)."""
+    holder = _read_holder(lock_file(directory, database))
+    if holder is not None:
+        return holder
+    for path in sorted(directory.glob("agenttrail.*.lock")):
+        holder = _read_holder(path)
+        if holder is not None:
+            return holder
+    return None
+
+
+def _read_holder(path: Path) -> LockHolder | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            data = os.read(fd, 4096)
+            try:
+                info = json.loads(data)
+                return LockHolder(int(info["pid"]), str(info.get("http", "")), str(info.get("grpc", "")))
+            except (ValueError, KeyError):
+                return LockHolder(0, "", "")
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+class Sidecar:
+    def __init__(self, config: SidecarConfig) -> None:
+        self.config = config
+        self.location: StoreLocation = parse_store(config.store, config.database)
+        self._lock = (
+            StoreLock(self.location.path, self.location.database) if self.location.path is not None else None
+        )
+        self.store: Store | None = None
+        self.pipeline: IngestPipeline | None = None
+        self.assembler: Assembler | None = None
+        self.grpc: GrpcReceiver | None = None
+        self.http: HttpReceiver | None = None
+        self.workers: list[Worker] = []
+        self._read_routes: dict[str, ReadRoute] = {}
+        self._stores: list[Store] = []
+
+    def spool_dir(self) -> Path:
+        if self.config.spool_dir:
+            return Path(self.config.spool_dir)
+        if self.location.path is not None:
+            return self.location.path / "spool"
+        return Path("agenttrail-spool")
+
+    def add_worker(self, worker: Worker) -> None:
+        self.workers.append(worker)
+
+    def add_read_route(self, path: str, route: ReadRoute) -> None:
+        self._read_routes[path] = route
+        if self.http is not None:
+            self.http.add_read_route(path, route)
+
+    def new_store(self) -> Store:
+        """Another client to the store, for a thread of its own."""
+        assert self.store is not None, "start() first"
+        store = self.store.clone()
+        self._stores.append(store)
+        return store
+
+    def start(self) -> None:
+        config = self.config
+        if self._lock is not None:
+            self._lock.acquire({"http": config.http, "grpc": config.grpc, "starting": True})
+        try:
+            self._start(config)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, config: SidecarConfig) -> None:
+        self.store = Store(self.location)
+        migrate(self.store)
+        self.assembler = Assembler(
+            self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
+        )
+        self.pipeline = IngestPipeline(
+            self.new_store(),
+            self.spool_dir(),
+            batch_max_rows=config.batch_max_spans,
+            flush_interval_s=config.flush_interval_s,
+            max_queue_rows=config.max_queue_spans,
+            spool_fsync=config.spool_fsync,
+            on_stored=self.assembler.notify,
+        )
+        self.pipeline.replay()
+        self.assembler.recover()
+        self.pipeline.start()
+        self.assembler.start()
+        read_store = self.new_store()
+        self.add_read_route(
+            "/api/v1/trajectories",
+            lambda params: query_trajectories(read_store, TrajectoryFilter.from_params(params)),
+        )
+        cert = Path(config.tls_cert).read_bytes() if config.tls_cert else None
+        key = Path(config.tls_key).read_bytes() if config.tls_key else None
+        self.grpc = GrpcReceiver(
+            self.pipeline,
+            config.grpc,
+            max_body_bytes=config.max_body_bytes,
+            bearer_token=config.bearer_token,
+            tls_cert=cert,
+            tls_key=key,
+        )
+        self.http = HttpReceiver(
+            self.pipeline,
+            config.http,
+            max_body_bytes=config.max_body_bytes,
+            bearer_token=config.bearer_token,
+            tls_cert_file=config.tls_cert,
+            tls_key_file=config.tls_key,
+            read_routes=self._read_routes,
+            health=self.health,
+        )
+        for worker in self.workers:
+            worker.start()
+        self.grpc.start()
+        self.http.start()
+        if self._lock is not None:
+            self._lock.update({"http": self.http.address, "grpc": self.grpc.address})
+        log.info(
+            "agenttrail collector on %s: OTLP/gRPC %s, OTLP/HTTP %s",
+            self.location.describe(),
+            self.grpc.address,
+            self.http.address,
+        )
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        dead = self.dead_workers()
+        store_down = self.pipeline.store_down if self.pipeline else True
+        detail: dict[str, Any] = {
+            "store": "down" if store_down else "ok",
+            "queued_spans": self.pipeline.queued_rows if self.pipeline else 0,
+            "pending_traces": self.assembler.pending_count if self.assembler else 0,
+            "dead_workers": dead,
+        }
+        return not dead and not store_down, detail
+
+    def dead_workers(self) -> list[str]:
+        dead = [
+            name
+            for name, part in (("writer", self.pipeline), ("assembler", self.assembler))
+            if part and not part.alive()
+        ]
+        return dead + [worker.name for worker in self.workers if not worker.alive()]
+
+    def wait_until_assembled(self, timeout_s: float = 60.0) -> bool:
+        """Store everything accepted so far and assemble every trace it touched."""
+        assert self.pipeline is not None, "start() first"
+        assert self.assembler is not None, "start() first"
+        deadline = time.monotonic() + timeout_s
+        if not self.pipeline.flush(timeout_s):
+            return False
+        return self.assembler.wait_idle(max(0.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        """Stop accepting, store what was accepted, stop workers; safe to call twice."""
+        if self.grpc is not None:
+            self.grpc.stop()
+            self.grpc = None
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
+        for worker in reversed(self.workers):
+            worker.stop()
+        if self.pipeline is not None:
+            self.pipeline.stop()
+            self.pipeline = None
+        if self.assembler is not None:
+            self.assembler.stop()
+            self.assembler = None
+        for store in self._close_order():
+            store.close()
+        self._stores.clear()
+        self.store = None
+        if self._lock is not None:
+            self._lock.release()
+
+    def _close_order(self) -> Iterable[Store]:
+        yield from self._stores
+        if self.store is not None:
+            yield self.store

@@ -1,0 +1,180 @@
+"""Ingest to trajectory: real OTel SDK exporters, split and out-of-order spans, late spans, restarts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+
+from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
+
+
+def sdk_provider(sidecar: Any, protocol: str) -> TracerProvider:
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        exporter: Any = GrpcExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True)
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+        exporter = HttpExporter(endpoint=f"http://{sidecar.http.address}/v1/traces")
+    provider = TracerProvider(resource=Resource.create({"service.name": f"sdk-{protocol}"}))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def runs_of(sidecar: Any, trace_id: str) -> list[dict[str, Any]]:
+    return query_trajectories(sidecar.store, TrajectoryFilter(trace_id=trace_id))
+
+
+def trajectory_versions(sidecar: Any, trace_id: str) -> list[tuple[str, int, int]]:
+    """Stored rows after merges: (root, revision, deleted), one per run if nothing duplicated."""
+    return sidecar.store.query(
+        "SELECT RootSpanId, Revision, IsDeleted FROM trajectories FINAL WHERE TraceId = {t:String}",
+        {"t": trace_id},
+    )
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_sdk_exports_become_trajectories(start_sidecar: Any, protocol: str) -> None:
+    """Spans from the real SDK exporter (gRPC or HTTP) are stored and assembled into runs."""
+    sidecar = start_sidecar()
+    provider = sdk_provider(sidecar, protocol)
+    tracer = provider.get_tracer("test")
+    trace_ids = []
+    for index in range(5):
+        with tracer.start_as_current_span(
+            "invoke_agent bot",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "bot",
+                "agenttrail.task": "t",
+            },
+        ) as root:
+            trace_ids.append(format(root.get_span_context().trace_id, "032x"))
+            for tool in ("search", "answer"):
+                with tracer.start_as_current_span(
+                    f"execute_tool {tool}",
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": tool,
+                        "gen_ai.tool.call.arguments": f'{{"i": {index}}}',
+                    },
+                ):
+                    pass
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    assert sidecar.wait_until_assembled(30)
+    for index, trace_id in enumerate(trace_ids):
+        [run] = runs_of(sidecar, trace_id)
+        assert run["agent"] == "bot"
+        assert run["task"] == "t"
+        assert [(c["name"], c["input"]) for c in run["tool_calls"]] == [
+            ("search", {"i": index}),
+            ("answer", {"i": index}),
+        ]
+
+
+def test_split_and_out_of_order_spans_make_one_trajectory(start_sidecar: Any) -> None:
+    """Spans of one trace sent in reverse order over three requests give one ordered trajectory."""
+    sidecar = start_sidecar()
+    trace, root = new_trace_id(), new_span_id()
+    spans = [
+        agent_span(trace, root, 0, 100),
+        tool_span(trace, new_span_id(), root, "first", 10, 20),
+        tool_span(trace, new_span_id(), root, "second", 30, 40),
+        tool_span(trace, new_span_id(), root, "third", 50, 60),
+    ]
+    for chunk in ([spans[3]], [spans[0]], [spans[2], spans[1]]):
+        sidecar.pipeline.accept(request(*chunk).SerializeToString())
+        time.sleep(0.1)
+    assert sidecar.wait_until_assembled(30)
+    [run] = runs_of(sidecar, trace)
+    assert [c["name"] for c in run["tool_calls"]] == ["first", "second", "third"]
+    assert len(trajectory_versions(sidecar, trace)) == 1
+
+
+def test_late_span_reassembles_as_new_revision_without_duplicates(start_sidecar: Any) -> None:
+    """A span arriving after assembly produces revision 2 of the same run, not a second run."""
+    sidecar = start_sidecar()
+    trace, root = new_trace_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            agent_span(trace, root, 0, 100), tool_span(trace, new_span_id(), root, "a", 1, 2)
+        ).SerializeToString()
+    )
+    assert sidecar.wait_until_assembled(30)
+    assert [c["name"] for c in runs_of(sidecar, trace)[0]["tool_calls"]] == ["a"]
+    sidecar.pipeline.accept(request(tool_span(trace, new_span_id(), root, "late", 5, 6)).SerializeToString())
+    assert sidecar.wait_until_assembled(30)
+    [run] = runs_of(sidecar, trace)
+    assert [c["name"] for c in run["tool_calls"]] == ["a", "late"]
+    assert run["revision"] == 2
+    assert trajectory_versions(sidecar, trace) == [(root, 2, 0)]
+
+
+def test_late_agent_span_replaces_fallback_run(start_sidecar: Any) -> None:
+    """Tools assembled without their agent (idle timeout) are re-rooted when the agent span arrives."""
+    sidecar = start_sidecar(idle_timeout_s=0.2)
+    trace, root, parent = new_trace_id(), new_span_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            tool_span(trace, new_span_id(), root, "a", 1, 2), tool_span(trace, new_span_id(), root, "b", 3, 4)
+        ).SerializeToString()
+    )
+    assert sidecar.wait_until_assembled(30)
+    [first] = runs_of(sidecar, trace)
+    assert first["agent"] == "test-svc"
+    sidecar.pipeline.accept(request(agent_span(trace, root, 0, 10, parent=parent)).SerializeToString())
+    assert sidecar.wait_until_assembled(30)
+    [run] = runs_of(sidecar, trace)
+    assert run["agent"] == "bot"
+    assert run["root_span_id"] == root
+    assert [c["name"] for c in run["tool_calls"]] == ["a", "b"]
+
+
+def test_restart_in_the_middle_resumes_assembly(start_sidecar: Any) -> None:
+    """Spans stored before a restart but not yet assembled are assembled by the next sidecar."""
+    first = start_sidecar(quiet_period_s=60)
+    trace, root = new_trace_id(), new_span_id()
+    first.pipeline.accept(
+        request(
+            agent_span(trace, root, 0, 10), tool_span(trace, new_span_id(), root, "before", 1, 2)
+        ).SerializeToString()
+    )
+    assert first.pipeline.flush(30)
+    assert runs_of(first, trace) == []  # still inside its quiet period
+    first.stop()
+    second = start_sidecar(quiet_period_s=0.2)
+    second.pipeline.accept(request(tool_span(trace, new_span_id(), root, "after", 3, 4)).SerializeToString())
+    assert second.wait_until_assembled(30)
+    [run] = runs_of(second, trace)
+    assert [c["name"] for c in run["tool_calls"]] == ["before", "after"]
+
+
+def test_trajectory_filters(start_sidecar: Any) -> None:
+    """Filters by agent, task and time select the matching runs only."""
+    sidecar = start_sidecar()
+    a, b = new_trace_id(), new_trace_id()
+    ra, rb = new_span_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            agent_span(a, ra, 0, 1, agent="alpha", attributes={"agenttrail.task": "x"}),
+            agent_span(b, rb, 0, 1, agent="beta", attributes={"agenttrail.task": "y"}),
+            tool_span(a, new_span_id(), ra, "t", 0.1, 0.2),
+            tool_span(b, new_span_id(), rb, "t", 0.1, 0.2),
+        ).SerializeToString()
+    )
+    assert sidecar.wait_until_assembled(30)
+    assert [r["trace_id"] for r in query_trajectories(sidecar.store, TrajectoryFilter(agent="alpha"))] == [a]
+    assert [r["trace_id"] for r in query_trajectories(sidecar.store, TrajectoryFilter(task="y"))] == [b]
+    from datetime import UTC, datetime
+
+    future = datetime(2100, 1, 1, tzinfo=UTC)
+    assert query_trajectories(sidecar.store, TrajectoryFilter(since=future)) == []
+    assert len(query_trajectories(sidecar.store, TrajectoryFilter(until=future))) == 2

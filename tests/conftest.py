@@ -1,0 +1,69 @@
+"""Shared fixtures: a real embedded ClickHouse (chDB), real sidecars on loopback, OTLP builders.
+
+chDB hosts one engine directory per process, so every in-process test shares one directory
+and gets a database of its own. Tests that need a process of their own start `agenttrail`
+as a subprocess with its own directory.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("AGENTTRAIL_RAISE_INTERNAL_ERRORS", "1")
+
+
+@pytest.fixture(scope="session")
+def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("chdb")
+
+
+@pytest.fixture
+def database() -> str:
+    return f"test_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def store(chdb_dir: Path, database: str) -> Iterator[Any]:
+    from agenttrail.collector.schema import migrate
+    from agenttrail.collector.store import Store, parse_store
+
+    opened = Store(parse_store(str(chdb_dir), database))
+    migrate(opened)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
+    from agenttrail.collector.cli import build_sidecar
+    from agenttrail.collector.config import SidecarConfig
+
+    started: list[Any] = []
+
+    def start(**overrides: Any) -> Any:
+        settings: dict[str, Any] = {
+            "store": str(chdb_dir),
+            "database": database,
+            "grpc": "127.0.0.1:0",
+            "http": "127.0.0.1:0",
+            "spool_dir": str(tmp_path / "spool"),
+            "quiet_period_s": 0.3,
+            "idle_timeout_s": 1.0,
+            "flush_interval_s": 0.05,
+        }
+        settings.update(overrides)
+        sidecar = build_sidecar(SidecarConfig(**settings))
+        sidecar.start()
+        started.append(sidecar)
+        return sidecar
+
+    yield start
+    for sidecar in reversed(started):
+        sidecar.stop()
