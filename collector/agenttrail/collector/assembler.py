@@ -21,7 +21,7 @@ from typing import Any
 
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.store import Store
-from agenttrail.collector.trajectory import AgentRun, SpanEvent, SpanRecord, build_runs
+from agenttrail.collector.trajectory import TRAJECTORY_ATTRIBUTES, AgentRun, SpanEvent, SpanRecord, build_runs
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,9 @@ TRAJECTORY_COLUMNS = (
 _STATE_COLUMNS = ("TraceId", "AssembledThrough", "RunKeys", "Revision", "Version")
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
-       Duration, StatusCode, StatusMessage, SpanAttributes,
-       arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name, Events.Attributes
+       Duration, StatusCode, StatusMessage, mapFilter((k, v) -> k IN {keys:Array(String)}, SpanAttributes),
+       arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name,
+       arrayMap(a -> mapFilter((k, v) -> k = 'exception.type', a), Events.Attributes)
 FROM otel_traces
 WHERE TraceId IN {ids:Array(String)}
   AND Timestamp >= {since:DateTime64(9)} AND Timestamp <= {until:DateTime64(9)}
@@ -325,7 +326,12 @@ class Assembler:
         if not since or not until:
             return {}
         # The lookup table has second resolution; widen by one second on each side.
-        params = {"ids": ids, "since": _ts6(since - 1), "until": _ts6(until + 1)}
+        params = {
+            "ids": ids,
+            "since": _ts6(since - 1),
+            "until": _ts6(until + 1),
+            "keys": TRAJECTORY_ATTRIBUTES,
+        }
         spans: dict[str, list[SpanRecord]] = {}
         for row in self._store.query(_SPAN_QUERY, params):
             spans.setdefault(row[0], []).append(_span_from_row(row))

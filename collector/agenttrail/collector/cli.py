@@ -12,6 +12,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -105,6 +106,12 @@ def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
         location = parse_store(config.store, config.database)
         if location.path is not None:
             holder = read_lock_holder(location.path, location.database)
+            deadline = time.monotonic() + 60
+            while holder is not None and holder.starting and time.monotonic() < deadline:
+                time.sleep(0.2)  # the sidecar is still migrating or replaying its spool
+                holder = read_lock_holder(location.path, location.database)
+            if holder is not None and holder.starting:
+                raise click.ClickException(f"{holder.describe()} is still starting; try again shortly")
             if holder is not None and holder.http:
                 scheme = "https" if config.tls_cert else "http"
                 return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)

@@ -206,12 +206,16 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
+_ZERO_TRACE_ID = bytes(16)
+_ZERO_SPAN_ID = bytes(8)
+
+
 def _span_problem(span: Any) -> str | None:
     trace_id = span.trace_id
-    if len(trace_id) != 16 or not any(trace_id):
+    if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
         return "trace_id must be 16 bytes (32 hex characters) and not all zero"
     span_id = span.span_id
-    if len(span_id) != 8 or not any(span_id):
+    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
         return "span_id must be 8 bytes (16 hex characters) and not all zero"
     if len(span.parent_span_id) not in (0, 8):
         return "parent_span_id must be empty or 8 bytes (16 hex characters)"

@@ -50,6 +50,7 @@ class LockHolder:
     pid: int
     http: str
     grpc: str
+    starting: bool = False  # addresses are not bound yet (migrating, replaying the spool)
 
     def describe(self) -> str:
         return f"agenttrail serve (pid {self.pid}, http {self.http}, grpc {self.grpc})"
@@ -117,7 +118,12 @@ def _read_holder(path: Path) -> LockHolder | None:
             data = os.read(fd, 4096)
             try:
                 info = json.loads(data)
-                return LockHolder(int(info["pid"]), str(info.get("http", "")), str(info.get("grpc", "")))
+                return LockHolder(
+                    int(info["pid"]),
+                    str(info.get("http", "")),
+                    str(info.get("grpc", "")),
+                    bool(info.get("starting")),
+                )
             except (ValueError, KeyError):
                 return LockHolder(0, "", "")
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -237,6 +243,8 @@ class Sidecar:
         detail: dict[str, Any] = {
             "store": "down" if store_down else "ok",
             "queued_spans": self.pipeline.queued_rows if self.pipeline else 0,
+            "stored_spans": self.pipeline.counters.stored_spans if self.pipeline else 0,
+            "rejected_spans": self.pipeline.counters.rejected_spans if self.pipeline else 0,
             "pending_traces": self.assembler.pending_count if self.assembler else 0,
             "dead_workers": dead,
         }

@@ -24,7 +24,8 @@ from agenttrail.collector.errors import StoreError, StoreLocked, StoreUnavailabl
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DATABASE = "agenttrail"
 
-_json_line = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# ASCII output is markedly faster to produce; ClickHouse decodes the \u escapes.
+_json = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,20 +136,22 @@ class Store:
         *,
         dedup_token: str | None = None,
     ) -> None:
-        """Append rows as one JSONCompactEachRow block, typed by the table's column types.
+        """Append rows as one JSONCompactColumns block, typed by the table's column types.
 
-        JSON encoding runs in C, several times faster than the driver's Native encoder for
-        map-heavy span rows. `dedup_token` makes a replayed block a no-op (tables carry a
+        One C-level JSON encode of the transposed rows is several times faster than the
+        driver's Native encoder for map-heavy span rows, and ClickHouse parses it faster than
+        row-wise JSON. `dedup_token` makes a replayed block a no-op (tables carry a
         non-replicated deduplication window).
         """
-        payload = "\n".join(map(_json_line, rows)).encode()
-        if not payload:
+        columns_data = [list(column) for column in zip(*rows, strict=True)]
+        if not columns_data:
             return
+        payload = _json(columns_data).encode()
         settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
         try:
             with self._lock:
                 self._client.raw_insert(
-                    table, list(columns), payload, settings=settings, fmt="JSONCompactEachRow"
+                    table, list(columns), payload, settings=settings, fmt="JSONCompactColumns"
                 )
         except (DatabaseError, OperationalError, OSError) as exc:
             raise _translate(exc, self.location) from exc

@@ -22,6 +22,31 @@ from agenttrail.instrumentation import attributes as attr
 
 STATUS_ERROR = "Error"
 
+# The span attributes trajectory building reads; assembly fetches only these from storage.
+TRAJECTORY_ATTRIBUTES = [
+    attr.GEN_AI_OPERATION_NAME,
+    attr.GEN_AI_AGENT_NAME,
+    attr.GEN_AI_AGENT_ID,
+    attr.GEN_AI_AGENT_VERSION,
+    attr.GEN_AI_CONVERSATION_ID,
+    attr.GEN_AI_TOOL_NAME,
+    attr.GEN_AI_TOOL_CALL_ID,
+    attr.GEN_AI_TOOL_CALL_ARGUMENTS,
+    attr.GEN_AI_TOOL_CALL_RESULT,
+    attr.GEN_AI_USAGE_INPUT_TOKENS,
+    attr.GEN_AI_USAGE_OUTPUT_TOKENS,
+    attr.GEN_AI_INPUT_MESSAGES,
+    attr.GEN_AI_OUTPUT_MESSAGES,
+    attr.ERROR_TYPE,
+    attr.OPENINFERENCE_SPAN_KIND,
+    attr.TOOL_NAME,
+    attr.INPUT_VALUE,
+    attr.OUTPUT_VALUE,
+    attr.SESSION_ID,
+    attr.AGENTTRAIL_TASK,
+    attr.AGENTTRAIL_JUDGE,
+]
+
 
 @dataclass(frozen=True, slots=True)
 class SpanEvent:

@@ -1,0 +1,232 @@
+"""Collector ingest benchmark: spans/s persisted by one `agenttrail serve` process.
+
+The collector runs as its own process on an embedded store; this process sends pre-encoded
+OTLP/gRPC requests of 512 agent-shaped spans (an agent span, tool spans with arguments and
+results, chat spans with token usage) from several client threads, and measures the time
+until the collector reports every span stored in ClickHouse. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+SPANS_PER_REQUEST = 512
+TOOLS = ["lookup_order", "search_kb", "issue_refund", "send_email"]
+
+
+def _kv(key: str, value: str | int) -> KeyValue:
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+def agent_request(seed: int) -> bytes:
+    """512 spans: runs of 1 agent span + 1 chat span + 6 tool spans (8 spans a run)."""
+    resource = ResourceSpans()
+    resource.resource.attributes.extend(
+        [_kv("service.name", "support-agent"), _kv("service.version", "1.4.2"), _kv("host.name", "pod-7f9c")]
+    )
+    scope = ScopeSpans()
+    scope.scope.name = "agenttrail"
+    start = time.time_ns()
+    runs = SPANS_PER_REQUEST // 8
+    for run in range(runs):
+        trace_id = os.urandom(16)
+        root_id = os.urandom(8)
+        t0 = start + run * 10_000_000
+        root = scope.spans.add(
+            trace_id=trace_id,
+            span_id=root_id,
+            name="invoke_agent support-agent",
+            kind=1,
+            start_time_unix_nano=t0,
+            end_time_unix_nano=t0 + 9_000_000,
+        )
+        root.attributes.extend(
+            [
+                _kv("gen_ai.operation.name", "invoke_agent"),
+                _kv("gen_ai.agent.name", "support-agent"),
+                _kv("agenttrail.task", "refund"),
+                _kv("openinference.span.kind", "AGENT"),
+                _kv(
+                    "input.value",
+                    json.dumps({"question": f"Please refund order {seed}-{run}, it arrived broken."}),
+                ),
+                _kv("output.value", json.dumps("Your refund is on its way.")),
+            ]
+        )
+        chat = scope.spans.add(
+            trace_id=trace_id,
+            span_id=os.urandom(8),
+            parent_span_id=root_id,
+            name="chat gpt-4o-mini",
+            kind=3,
+            start_time_unix_nano=t0 + 100_000,
+            end_time_unix_nano=t0 + 900_000,
+        )
+        chat.attributes.extend(
+            [
+                _kv("gen_ai.operation.name", "chat"),
+                _kv("gen_ai.request.model", "gpt-4o-mini"),
+                _kv("gen_ai.usage.input_tokens", 812),
+                _kv("gen_ai.usage.output_tokens", 64),
+            ]
+        )
+        for step in range(6):
+            tool = TOOLS[step % len(TOOLS)]
+            span = scope.spans.add(
+                trace_id=trace_id,
+                span_id=os.urandom(8),
+                parent_span_id=root_id,
+                name=f"execute_tool {tool}",
+                kind=1,
+                start_time_unix_nano=t0 + (step + 1) * 1_000_000,
+                end_time_unix_nano=t0 + (step + 1) * 1_000_000 + 700_000,
+            )
+            arguments = json.dumps({"order_id": 1000 + run, "reason": "damaged item", "amount": 42.5})
+            result = json.dumps({"status": "ok", "reference": f"r-{seed}-{run}-{step}"})
+            span.attributes.extend(
+                [
+                    _kv("gen_ai.operation.name", "execute_tool"),
+                    _kv("gen_ai.tool.name", tool),
+                    _kv("gen_ai.tool.call.id", os.urandom(8).hex()),
+                    _kv("gen_ai.tool.type", "function"),
+                    _kv("gen_ai.tool.call.arguments", arguments),
+                    _kv("gen_ai.tool.call.result", result),
+                    _kv("openinference.span.kind", "TOOL"),
+                    _kv("tool.name", tool),
+                    _kv("input.value", arguments),
+                    _kv("output.value", result),
+                ]
+            )
+    resource.scope_spans.append(scope)
+    return ExportTraceServiceRequest(resource_spans=[resource]).SerializeToString()
+
+
+def health(http: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"http://{http}/healthz", timeout=10) as response:
+        data: dict[str, int] = json.loads(response.read())
+        return data
+
+
+def wait_ready(store: Path, process: subprocess.Popen[bytes]) -> dict[str, str]:
+    lock = store / "agenttrail.agenttrail.lock"
+    for _ in range(600):
+        if process.poll() is not None:
+            raise SystemExit("agenttrail serve exited during start-up")
+        try:
+            info: dict[str, str] = json.loads(lock.read_text() or "{}")
+            if info.get("pid") == process.pid and not info.get("starting"):
+                return info
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.1)
+    raise SystemExit("agenttrail serve did not start")
+
+
+def bench_ingest(requests: int, clients: int) -> dict[str, float]:
+    bodies = [agent_request(i) for i in range(requests)]
+    total = requests * SPANS_PER_REQUEST
+    with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
+        store = Path(tmp) / "store"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from agenttrail.evaluators.entry import main; main()",
+                "--log-level",
+                "WARNING",
+                "serve",
+                "--store",
+                str(store),
+                "--grpc",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                "--max-queue-spans",
+                str(max(total, 200_000)),
+            ],
+        )
+        try:
+            info = wait_ready(store, process)
+            channel = grpc.insecure_channel(
+                info["grpc"], options=[("grpc.max_send_message_length", 64 << 20)]
+            )
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export(bodies[0], timeout=60)  # warm-up: connection, first insert
+            while health(info["http"])["stored_spans"] < SPANS_PER_REQUEST:
+                time.sleep(0.05)
+            queue = list(range(1, requests))
+            lock = threading.Lock()
+            ack_latencies: list[float] = []
+
+            def client() -> None:
+                while True:
+                    with lock:
+                        if not queue:
+                            return
+                        index = queue.pop()
+                    sent = time.perf_counter()
+                    export(bodies[index], timeout=60)
+                    ack_latencies.append(time.perf_counter() - sent)
+
+            started = time.perf_counter()
+            threads = [threading.Thread(target=client) for _ in range(clients)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            acked = time.perf_counter()
+            while health(info["http"])["stored_spans"] < total:
+                time.sleep(0.01)
+            stored = time.perf_counter()
+            channel.close()
+        finally:
+            process.terminate()
+            process.wait(60)
+    sent_spans = total - SPANS_PER_REQUEST
+    ack_latencies.sort()
+    return {
+        "spans": sent_spans,
+        "acked_spans_per_s": sent_spans / (acked - started),
+        "persisted_spans_per_s": sent_spans / (stored - started),
+        "ack_p50_ms": ack_latencies[len(ack_latencies) // 2] * 1000,
+        "ack_p99_ms": ack_latencies[int(len(ack_latencies) * 0.99)] * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=400, help="requests of 512 spans to send")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent gRPC client threads")
+    args = parser.parse_args()
+    figures = bench_ingest(args.requests, args.clients)
+    print(
+        f"collector ingest (OTLP/gRPC, {SPANS_PER_REQUEST}-span requests, {args.clients} clients, "
+        f"{figures['spans']:.0f} spans):"
+    )
+    print(
+        f"  persisted: {figures['persisted_spans_per_s']:,.0f} spans/s   "
+        f"acknowledged: {figures['acked_spans_per_s']:,.0f} spans/s"
+    )
+    print(
+        f"  ack latency per request: p50 {figures['ack_p50_ms']:.1f} ms, p99 {figures['ack_p99_ms']:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

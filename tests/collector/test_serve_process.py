@@ -1,0 +1,214 @@
+"""`agenttrail serve` as a real process: kill -9 loses nothing acknowledged, one process per
+embedded store, and read commands work while serve holds the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+
+AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.entry import main; main()"]
+HEX32 = re.compile(r"^[0-9a-f]{32}$")
+
+
+def start_serve(store: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *AGENTTRAIL,
+            "serve",
+            "--store",
+            str(store),
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--quiet-period-s",
+            "0.3",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_ready(store: Path, process: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
+    """The sidecar's addresses, once its lock file names the bound ports."""
+    deadline = time.monotonic() + timeout
+    lock = store / "agenttrail.agenttrail.lock"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited early: {process.stderr.read() if process.stderr else ''}")
+        try:
+            info = json.loads(lock.read_text() or "{}")
+        except (FileNotFoundError, json.JSONDecodeError):
+            info = {}
+        if info.get("pid") == process.pid and not info.get("starting"):
+            return info
+        time.sleep(0.1)
+    raise AssertionError("serve did not become ready")
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*AGENTTRAIL, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def export(address: str, body: bytes) -> None:
+    with grpc.insecure_channel(address) as channel:
+        channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(body, timeout=30)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+def test_kill_after_ack_loses_nothing(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    """Spans acknowledged just before SIGKILL (still only spooled) are stored after a restart."""
+    store = tmp_path / "store"
+    first = start_serve(store, "--flush-interval-s", "30", "--batch-max-spans", "100000")
+    processes.append(first)
+    info = wait_ready(store, first)
+    expected: dict[str, list[str]] = {}
+    for index in range(20):
+        trace, root = new_trace_id(), new_span_id()
+        tools = [f"tool{index}a", f"tool{index}b"]
+        export(
+            info["grpc"],
+            request(
+                agent_span(trace, root, 0, 10),
+                tool_span(trace, new_span_id(), root, tools[0], 1, 2),
+                tool_span(trace, new_span_id(), root, tools[1], 3, 4),
+            ).SerializeToString(),
+        )
+        expected[trace] = tools
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait(10)
+    assert list((store / "spool").glob("segment-*.spool")), "spans should have been only spooled"
+
+    second = start_serve(store)
+    processes.append(second)
+    wait_ready(store, second)
+    deadline = time.monotonic() + 60
+    runs: dict[str, list[str]] = {}
+    while time.monotonic() < deadline and len(runs) < len(expected):
+        result = run_cli("trajectories", "--store", str(store), "--format", "json", "--limit", "1000")
+        assert result.returncode == 0, result.stderr
+        runs = {
+            r["trace_id"]: [c["name"] for c in r["tool_calls"]]
+            for r in map(json.loads, result.stdout.splitlines())
+        }
+        time.sleep(0.3)
+    assert runs == expected
+    assert not list((store / "spool").glob("segment-*.spool"))
+
+
+def test_one_serve_per_store_and_reads_while_serving(
+    tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """A second serve on the same store names the holder; trajectories reads through the running
+    sidecar and prints the JSON contract; SIGTERM stops serve cleanly; then reads open the store."""
+    store = tmp_path / "store"
+    serve = start_serve(store)
+    processes.append(serve)
+    info = wait_ready(store, serve)
+
+    second = run_cli("serve", "--store", str(store), "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
+    assert second.returncode != 0
+    assert f"in use by agenttrail serve (pid {serve.pid}" in second.stderr
+
+    trace, root = new_trace_id(), new_span_id()
+    export(
+        info["grpc"],
+        request(
+            agent_span(
+                trace,
+                root,
+                0,
+                1500,
+                attributes={
+                    "agenttrail.task": "refund",
+                    "input.value": '{"q": 1}',
+                    "output.value": '"done"',
+                    "gen_ai.conversation.id": "c1",
+                },
+            ),
+            tool_span(trace, new_span_id(), root, "lookup", 10, 20, arguments={"id": 7}),
+            tool_span(trace, new_span_id(), root, "refund", 30, 45, error="PaymentError"),
+        ).SerializeToString(),
+    )
+    deadline = time.monotonic() + 30
+    lines: list[str] = []
+    while time.monotonic() < deadline and not lines:
+        result = run_cli("trajectories", "--store", str(store), "--format", "json", "--task", "refund")
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.splitlines()
+        time.sleep(0.2)
+    [run] = [json.loads(line) for line in lines]
+    assert HEX32.match(run["trace_id"])
+    assert run["trace_id"] == trace
+    assert (run["agent"], run["task"], run["conversation_id"]) == ("bot", "refund", "c1")
+    assert run["start"].endswith("Z")
+    assert run["latency_s"] == pytest.approx(1.5)
+    assert (run["failure"], run["error_type"]) == (0, "")
+    assert (run["input"], run["output"]) == ({"q": 1}, "done")
+    lookup, refund = run["tool_calls"]
+    assert set(lookup) == {
+        "name",
+        "input",
+        "output",
+        "status",
+        "error_type",
+        "latency_ms",
+        "span_id",
+        "agent",
+    }
+    assert (lookup["name"], lookup["input"], lookup["status"], lookup["agent"]) == (
+        "lookup",
+        {"id": 7},
+        "ok",
+        "bot",
+    )
+    assert lookup["latency_ms"] == pytest.approx(10.0)
+    assert (refund["status"], refund["error_type"], refund["output"]) == ("error", "PaymentError", None)
+
+    table = run_cli("trajectories", "--store", str(store))
+    assert "lookup > refund!" in table.stdout
+
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(30) == 0
+    after = run_cli("trajectories", "--store", str(store), "--format", "json")
+    assert after.returncode == 0, after.stderr
+    assert [json.loads(line)["trace_id"] for line in after.stdout.splitlines()] == [trace]
+
+
+def test_cli_errors_name_the_problem(tmp_path: Path) -> None:
+    """Bad inputs to the CLI give one-line errors that say what to do, not tracebacks."""
+    missing = run_cli("trajectories", "--store", str(tmp_path / "nothing"))
+    assert missing.returncode != 0
+    assert "agenttrail serve" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad_trace = run_cli("trajectories", "--store", str(tmp_path), "--trace", "xyz")
+    assert "32 lowercase hex" in bad_trace.stderr
+    bad_config = tmp_path / "bad.yaml"
+    bad_config.write_text("collector:\n  quiet_period_s: soon\n")
+    result = run_cli("serve", "--config", str(bad_config), "--store", str(tmp_path / "s"))
+    assert result.returncode != 0
+    assert "quiet_period_s" in result.stderr
+    assert "soon" in result.stderr
