@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 SPANS_PER_REQUEST = 512
 TOOLS = ["lookup_order", "search_kb", "issue_refund", "send_email"]
