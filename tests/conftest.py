@@ -42,12 +42,13 @@ def store(chdb_dir: Path, database: str) -> Iterator[Any]:
 @pytest.fixture
 def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
+    import agenttrail.evaluators.cli  # noqa: F401  installs the evaluator into every sidecar, as `serve` does
     from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import SidecarConfig
 
     started: list[Any] = []
 
-    def start(**overrides: Any) -> Any:
+    def start(config_file: str | None = None, **overrides: Any) -> Any:
         settings: dict[str, Any] = {
             "store": str(chdb_dir),
             "database": database,
@@ -59,7 +60,7 @@ def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Cal
             "flush_interval_s": 0.05,
         }
         settings.update(overrides)
-        sidecar = build_sidecar(SidecarConfig(**settings))
+        sidecar = build_sidecar(SidecarConfig(**settings), config_file)
         sidecar.start()
         started.append(sidecar)
         return sidecar

@@ -55,3 +55,11 @@ def test_tls_needs_cert_and_key() -> None:
     """Half a TLS configuration is refused."""
     with pytest.raises(ConfigError, match="tls_cert and tls_key"):
         load_config({"tls_cert": "cert.pem"}, environ={})
+
+
+def test_shipped_example_config_loads() -> None:
+    """deploy/agenttrail.yaml is a valid config: every key known, every value accepted."""
+    shipped = Path(__file__).parents[2] / "deploy" / "agenttrail.yaml"
+    config = load_config({}, config_file=shipped, environ={})
+    assert config.store == "/var/lib/agenttrail"
+    assert config.quiet_period_s == 2.0

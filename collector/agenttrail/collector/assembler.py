@@ -16,6 +16,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,6 +160,8 @@ class Assembler:
         self._thread: threading.Thread | None = None
         self.assembled_runs = 0
         self.failures = 0
+        # Called after trajectories were written (the evaluator wakes up on it).
+        self.listeners: list[Callable[[], None]] = []
 
     # -- input ---------------------------------------------------------------------------
 
@@ -318,6 +321,8 @@ class Assembler:
         self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
         runs_written = sum(1 for row in trajectory_rows if not row[-1])
         self.assembled_runs += runs_written
+        for listener in self.listeners:
+            listener()
         return runs_written
 
     def _read_spans(self, ids: list[str]) -> dict[str, list[SpanRecord]]:

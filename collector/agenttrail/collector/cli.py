@@ -159,7 +159,10 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the collector: OTLP receivers, span storage, trajectory assembly."""
     config = config_from(options, config_file)
-    sidecar = build_sidecar(config)
+    try:
+        sidecar = build_sidecar(config, config_file)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -185,16 +188,17 @@ def serve(config_file: str | None, **options: Any) -> None:
     sys.exit(exit_code)
 
 
-def build_sidecar(config: SidecarConfig) -> Sidecar:
+def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Sidecar:
     """The sidecar with every worker installed; evaluators extend this hook."""
     sidecar = Sidecar(config)
     for install in SIDECAR_EXTENSIONS:
-        install(sidecar)
+        install(sidecar, config_file)
     return sidecar
 
 
-# Functions that add workers and read routes to a sidecar before it starts.
-SIDECAR_EXTENSIONS: list[Callable[[Sidecar], None]] = []
+# Functions that add migrations, workers and read routes to a sidecar before it starts,
+# given the config file (for their own sections of it).
+SIDECAR_EXTENSIONS: list[Callable[[Sidecar, str | None], None]] = []
 
 
 def _time_option(value: str | None) -> Any:

@@ -24,7 +24,7 @@ from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.http_receiver import HttpReceiver, ReadRoute
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
-from agenttrail.collector.schema import migrate
+from agenttrail.collector.schema import MIGRATIONS, Migration, migrate
 from agenttrail.collector.store import Store, StoreLocation, parse_store
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,7 @@ class Sidecar:
         self.http: HttpReceiver | None = None
         self.workers: list[Worker] = []
         self._read_routes: dict[str, ReadRoute] = {}
+        self.migrations: list[Migration] = list(MIGRATIONS)
         self._stores: list[Store] = []
 
     def spool_dir(self) -> Path:
@@ -182,7 +183,7 @@ class Sidecar:
 
     def _start(self, config: SidecarConfig) -> None:
         self.store = Store(self.location)
-        migrate(self.store)
+        migrate(self.store, tuple(self.migrations))
         self.assembler = Assembler(
             self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
         )

@@ -1,12 +1,256 @@
 """The full `agenttrail` command: the collector's commands plus the evaluators'.
 
 Lives here because evaluators sit at the top of the dependency chain (evaluators may import
-the collector, never the reverse).
+the collector, never the reverse). Importing this module also installs the evaluator worker
+and the scores API into every sidecar that `serve` builds.
 """
 
 from __future__ import annotations
 
-from agenttrail.collector.cli import cli
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+import click
+
+from agenttrail.collector.cli import (
+    SIDECAR_EXTENSIONS,
+    SidecarApi,
+    _time_option,
+    cli,
+    config_from,
+    format_table,
+    read_via,
+    store_options,
+)
+from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.queries import QueryError, TrajectoryFilter
+from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.sidecar import Sidecar
+from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.cli_offline import evaluate_command
+from agenttrail.evaluators.reference_store import latest_references, store_reference_set
+from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
+from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scores import ScoreFilter, query_scores
+from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+
+ALL_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS)
+
+
+def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
+    """Add the evaluator's tables, worker and read API to a sidecar before it starts."""
+    config = EvaluatorConfig.from_file(config_file)
+    sidecar.migrations.extend(EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(sidecar.new_store, config)
+    sidecar.add_worker(worker)
+    read_store: list[Store] = []
+
+    def scores_route(params: dict[str, str]) -> list[dict[str, Any]]:
+        if not read_store:
+            read_store.append(sidecar.new_store())
+        return query_scores(read_store[0], ScoreFilter.from_params(params))
+
+    sidecar.add_read_route("/api/v1/scores", scores_route)
+    original_start = worker.start
+
+    def start_and_listen() -> None:
+        assert sidecar.assembler is not None
+        sidecar.assembler.listeners.append(worker.wake)
+        original_start()
+
+    worker.start = start_and_listen  # type: ignore[method-assign]
+
+
+SIDECAR_EXTENSIONS.append(install_evaluator)
+cli.add_command(evaluate_command)
+
+
+def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
+    """The store itself, for writing commands; refuses politely while serve holds an embedded store."""
+    config = config_from({"store": store, "database": database}, config_file)
+    source = read_via(config, None)
+    if isinstance(source, SidecarApi):
+        raise click.ClickException(
+            f"the store is held by a running sidecar ({source.base_url}); stop it to change references, "
+            "or point --store at a ClickHouse server that both can share"
+        )
+    try:
+        migrate(source, ALL_MIGRATIONS)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return source
+
+
+@cli.group()
+def references() -> None:
+    """Reference trajectories per task: load and list."""
+
+
+@references.command("load")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@store_options
+def references_load(file: str, store: str | None, database: str | None, config_file: str | None) -> None:
+    """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task."""
+    try:
+        reference_set = load_reference_set(file)
+    except ReferenceSetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    target = open_store(store, database, config_file)
+    try:
+        result = store_reference_set(target, reference_set, source=file)
+    finally:
+        target.close()
+    click.echo(
+        f"{len(result.added)} added, {len(result.updated)} updated (new version), "
+        f"{len(result.unchanged)} unchanged"
+    )
+
+
+@references.command("list")
+@store_options
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
+def references_list(
+    store: str | None, database: str | None, config_file: str | None, output_format: str
+) -> None:
+    """The current reference of every task."""
+    target = open_store(store, database, config_file)
+    try:
+        current = latest_references(target)
+    finally:
+        target.close()
+    if output_format == "json":
+        for task, stored in current.items():
+            click.echo(
+                json.dumps(
+                    {
+                        "task": task,
+                        "version": stored.version,
+                        "content_hash": stored.content_hash,
+                        "source": stored.source,
+                        **stored.entry.to_json(),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+        return
+    click.echo(
+        format_table(
+            ["task", "version", "reference trajectory", "metrics", "source"],
+            [
+                (
+                    task,
+                    s.version,
+                    " > ".join(call.name for call in s.entry.reference),
+                    ",".join(s.entry.metrics) or "-",
+                    s.source,
+                )
+                for task, s in current.items()
+            ],
+        )
+    )
+
+
+@cli.command()
+@store_options
+@click.option("--since", help="Runs started after: ISO 8601 or a duration back from now (15m, 2h, 7d).")
+@click.option("--until", help="Runs started before, same forms as --since.")
+@click.option("--agent", help="Only this agent.")
+@click.option("--task", help="Only this task.")
+@click.option("--metric", help="Only this metric.")
+@click.option("--trace", "trace_id", help="Only this trace id (32 hex).")
+@click.option("--limit", default=200, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+@click.option("--server", help="Read from a running sidecar's HTTP API at this URL.")
+def scores(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str | None,
+    until: str | None,
+    agent: str | None,
+    task: str | None,
+    metric: str | None,
+    trace_id: str | None,
+    limit: int,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Evaluation scores per run and metric, newest runs first."""
+    config = config_from({"store": store, "database": database}, config_file)
+    try:
+        where = ScoreFilter(
+            TrajectoryFilter(_time_option(since), _time_option(until), agent, task, trace_id, limit), metric
+        )
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    source = read_via(config, server)
+    try:
+        if isinstance(source, SidecarApi):
+            rows = source.get_lines("/api/v1/scores", where.to_params())
+        else:
+            migrate(source, ALL_MIGRATIONS)
+            rows = query_scores(source, where)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if output_format == "json":
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no scores match", err=True)
+        return
+    click.echo(
+        format_table(
+            ["run start", "trace", "agent", "task", "metric", "score", "label"],
+            [
+                (
+                    r["run_start"][:23],
+                    r["trace_id"][:12],
+                    r["agent"],
+                    r["task"],
+                    r["metric"],
+                    "-" if r["score"] is None else f"{r['score']:.3f}",
+                    r["label"],
+                )
+                for r in rows
+            ],
+        )
+    )
+
+
+@cli.command()
+@store_options
+def worker(store: str | None, database: str | None, config_file: str | None) -> None:
+    """Run the evaluator alone against a ClickHouse server that collectors write to."""
+    config = config_from({"store": store, "database": database}, config_file)
+    location = parse_store(config.store, config.database)
+    if location.embedded:
+        raise click.ClickException(
+            "`agenttrail worker` runs beside collectors on a ClickHouse server (--store http(s)://...); "
+            "with the embedded store, `agenttrail serve` already runs the evaluator"
+        )
+    try:
+        evaluator_config = EvaluatorConfig.from_file(config_file)
+        first = Store(location)
+        migrate(first, ALL_MIGRATIONS)
+        evaluator = EvaluatorWorker(first.clone, evaluator_config)
+        evaluator.start()
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    click.echo(f"agenttrail evaluator {evaluator.version} scoring runs in {location.describe()}", err=True)
+    while not stop.wait(1.0):
+        if not evaluator.alive():
+            click.echo("the evaluator stopped unexpectedly", err=True)
+            sys.exit(1)
+    evaluator.stop()
 
 
 def main() -> None:

@@ -1,0 +1,78 @@
+"""The evaluators' tables, as migrations appended to the collector's (versions from 100)."""
+
+from __future__ import annotations
+
+from agenttrail.collector.schema import Migration
+
+# Per task, every loaded version of its reference; the newest version applies.
+REFERENCES = """
+CREATE TABLE IF NOT EXISTS references (
+    Task String,
+    Version UInt32,
+    Entry String,
+    ContentHash String,
+    Source String,
+    LoadedAt DateTime64(3)
+) ENGINE = ReplacingMergeTree
+ORDER BY (Task, Version)
+"""
+
+# One row per (run, metric, evaluator version); re-scoring a new revision replaces it.
+SCORES = """
+CREATE TABLE IF NOT EXISTS scores (
+    TraceId String,
+    RootSpanId String,
+    Metric LowCardinality(String),
+    Evaluator LowCardinality(String),
+    EvaluatorVersion LowCardinality(String),
+    Score Nullable(Float64),
+    Label String,
+    Explanation String,
+    Agent LowCardinality(String),
+    Task String,
+    RunStart DateTime64(6),
+    Revision UInt32,
+    ReferenceVersion UInt32,
+    Error String,
+    CreatedAt DateTime64(6),
+    INDEX idx_created CreatedAt TYPE minmax GRANULARITY 1,
+    INDEX idx_run_start RunStart TYPE minmax GRANULARITY 1
+) ENGINE = ReplacingMergeTree(CreatedAt)
+ORDER BY (TraceId, RootSpanId, Metric, EvaluatorVersion)
+"""
+
+# What each evaluator decided about each run revision: scored, sampled out, filtered, error.
+# The worker's queue is "recent runs with no decision", so nothing depends on a watermark.
+DECISIONS = """
+CREATE TABLE IF NOT EXISTS evaluation_decisions (
+    TraceId String,
+    RootSpanId String,
+    Evaluator LowCardinality(String),
+    EvaluatorVersion LowCardinality(String),
+    Revision UInt32,
+    Decision LowCardinality(String),
+    Detail String,
+    WorkerId String,
+    DecidedAt DateTime64(6)
+) ENGINE = ReplacingMergeTree(DecidedAt)
+ORDER BY (EvaluatorVersion, TraceId, RootSpanId, Revision)
+"""
+
+# Live workers announce themselves; they split runs between them by trace-id hash.
+HEARTBEATS = """
+CREATE TABLE IF NOT EXISTS evaluator_heartbeats (
+    WorkerId String,
+    EvaluatorVersion LowCardinality(String),
+    SeenAt DateTime64(3)
+) ENGINE = ReplacingMergeTree(SeenAt)
+ORDER BY (EvaluatorVersion, WorkerId)
+TTL toDateTime(SeenAt) + INTERVAL 1 DAY
+"""
+
+EVALUATOR_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        100,
+        "references, scores, evaluation decisions, worker heartbeats",
+        (REFERENCES, SCORES, DECISIONS, HEARTBEATS),
+    ),
+)

@@ -1,0 +1,399 @@
+"""The online evaluator: scores newly assembled (and re-assembled) runs against their references.
+
+Its queue is a query, not a watermark: recent trajectories with no decision for this
+evaluator version and revision. After scoring it records a decision (scored, sampled out,
+error), so a restart resumes exactly where work stopped, and a re-assembled run (new revision)
+is scored again. Several workers on one store heartbeat into it and take disjoint shares of
+runs by trace-id hash; writes are keyed so that an overlap while workers join or leave
+replaces rows instead of duplicating them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from agenttrail.collector.errors import ConfigError, StoreError
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.reference_store import StoredReference, latest_references
+
+log = logging.getLogger(__name__)
+
+EVALUATOR = "trajectory"
+DEFAULT_METRICS = (
+    "trajectory_exact_match",
+    "trajectory_in_order_match",
+    "trajectory_any_order_match",
+    "trajectory_precision",
+    "trajectory_recall",
+)
+SCORE_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Metric",
+    "Evaluator",
+    "EvaluatorVersion",
+    "Score",
+    "Label",
+    "Explanation",
+    "Agent",
+    "Task",
+    "RunStart",
+    "Revision",
+    "ReferenceVersion",
+    "Error",
+    "CreatedAt",
+)
+DECISION_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Evaluator",
+    "EvaluatorVersion",
+    "Revision",
+    "Decision",
+    "Detail",
+    "WorkerId",
+    "DecidedAt",
+)
+
+_PENDING = """
+SELECT t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS, t.Failure,
+       t.ToolCalls, t.Revision
+FROM trajectories AS t FINAL
+LEFT ANTI JOIN (
+    SELECT TraceId, RootSpanId, Revision FROM evaluation_decisions
+    WHERE EvaluatorVersion = {version:String}
+) AS d ON t.TraceId = d.TraceId AND t.RootSpanId = d.RootSpanId AND t.Revision = d.Revision
+WHERE t.IsDeleted = 0 AND t.AssembledAt >= now64(6) - toIntervalSecond({lookback:UInt32})
+  AND cityHash64(t.TraceId) % {shards:UInt32} = {shard:UInt32}
+ORDER BY t.AssembledAt
+LIMIT {limit:UInt32}
+"""
+_MEMBERS = """
+SELECT WorkerId FROM evaluator_heartbeats FINAL
+WHERE EvaluatorVersion = {version:String} AND SeenAt >= now64(3) - toIntervalMillisecond({alive_ms:UInt32})
+ORDER BY WorkerId
+"""
+
+
+def sample_fraction(trace_id: str) -> float:
+    """Where a trace falls in [0, 1): the same for every evaluator and judge, so they sample the same runs."""
+    return int(trace_id[:16], 16) / 2**64
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingRule:
+    rate: float
+    agent: str | None = None
+    task: str | None = None
+
+    def applies(self, agent: str, task: str) -> bool:
+        return (self.agent is None or self.agent == agent) and (self.task is None or self.task == task)
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorConfig:
+    """The `evaluators:` section of the config file."""
+
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    sample_rate: float = 1.0
+    rules: tuple[SamplingRule, ...] = ()  # first matching rule wins over sample_rate
+    always_sample_failures: bool = True
+    poll_interval_s: float = 0.5
+    lookback_s: int = 86_400
+    batch_size: int = 500
+
+    def __post_init__(self) -> None:
+        for text in self.metrics:
+            try:
+                parse_metric(text)
+            except ValueError as exc:
+                raise ConfigError(f"evaluators.metrics: {exc}") from exc
+        for rate in (self.sample_rate, *(rule.rate for rule in self.rules)):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"evaluators: sample rate {rate} must be between 0 and 1")
+
+    @property
+    def version(self) -> str:
+        """Names what the scores mean: changes when the metric set changes, not the sampling."""
+        digest = hashlib.sha256(json.dumps(sorted(self.metrics)).encode()).hexdigest()[:12]
+        return f"{EVALUATOR}-{digest}"
+
+    def rate_for(self, agent: str, task: str) -> float:
+        for rule in self.rules:
+            if rule.applies(agent, task):
+                return rule.rate
+        return self.sample_rate
+
+    def sampled(self, trace_id: str, agent: str, task: str, failed: bool) -> bool:
+        if failed and self.always_sample_failures:
+            return True
+        return sample_fraction(trace_id) < self.rate_for(agent, task)
+
+    @classmethod
+    def from_mapping(cls, section: Mapping[str, Any], source: str = "config") -> EvaluatorConfig:
+        known = {
+            "metrics",
+            "sample_rate",
+            "rules",
+            "always_sample_failures",
+            "poll_interval_s",
+            "lookback_s",
+            "batch_size",
+        }
+        unknown = set(section) - known
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown evaluators setting(s) {sorted(unknown)}; known: {sorted(known)}"
+            )
+        try:
+            rules = tuple(
+                SamplingRule(float(rule["rate"]), rule.get("agent"), rule.get("task"))
+                for rule in section.get("rules", [])
+            )
+            values: dict[str, Any] = {
+                key: section[key] for key in known - {"rules", "metrics"} if key in section
+            }
+            if "metrics" in section:
+                values["metrics"] = tuple(str(metric) for metric in section["metrics"])
+            return cls(rules=rules, **values)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: evaluators section is invalid ({exc})") from exc
+
+    @classmethod
+    def from_file(cls, path: str | None) -> EvaluatorConfig:
+        if not path:
+            return cls()
+        try:
+            document = yaml.safe_load(open(path).read()) or {}  # noqa: SIM115
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read evaluators config from {path}: {exc}") from exc
+        section = document.get("evaluators", {}) if isinstance(document, dict) else {}
+        if not isinstance(section, dict):
+            raise ConfigError(f"config file {path}: 'evaluators' must be a mapping")
+        return cls.from_mapping(section, f"config file {path}")
+
+
+def predicted_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+    """Stored tool calls -> metric calls; a failed call has no output to compare."""
+    calls = []
+    for call in tool_calls:
+        arguments = call.get("input")
+        output = call.get("output")
+        calls.append(
+            ToolCall(
+                name=str(call["name"]),
+                input=arguments if isinstance(arguments, dict) else ABSENT,
+                output=ABSENT if call.get("status") == "error" or output is None else output,
+            )
+        )
+    return calls
+
+
+@dataclass
+class WorkerCounters:
+    scored_runs: int = 0
+    sampled_out: int = 0
+    errors: int = 0
+    cycles: int = 0
+    last_error: str = ""
+    score_delays_s: list[float] = field(default_factory=list)
+
+
+class EvaluatorWorker:
+    """Scores runs in a background thread; `run_once` does one cycle (tests call it directly)."""
+
+    name = "evaluator"
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        config: EvaluatorConfig | None = None,
+        *,
+        worker_id: str | None = None,
+        heartbeat_s: float = 1.0,
+    ) -> None:
+        self._store_factory = store_factory
+        self._store: Store | None = None
+        self.config = config or EvaluatorConfig()
+        self.version = self.config.version
+        self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{os.urandom(3).hex()}"
+        self._heartbeat_s = heartbeat_s
+        self._last_heartbeat = 0.0
+        self._references: dict[str, StoredReference] = {}
+        self._references_at = 0.0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.counters = WorkerCounters()
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = self._store_factory()
+        return self._store
+
+    def start(self) -> None:
+        self._heartbeat(force=True)
+        self._thread = threading.Thread(target=self._run, name="agenttrail-evaluator", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake(self) -> None:
+        """New trajectories were written: look now rather than at the next poll."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                while self.run_once() and not self._stop.is_set():
+                    pass
+            except StoreError as exc:
+                self.counters.errors += 1
+                self.counters.last_error = str(exc)
+                log.error("evaluator cycle failed, will retry: %s", exc)
+                self._stop.wait(1.0)
+            except Exception as exc:
+                self.counters.errors += 1
+                self.counters.last_error = repr(exc)
+                log.exception("evaluator cycle failed unexpectedly, will retry")
+                self._stop.wait(1.0)
+            self._wake.wait(self.config.poll_interval_s)
+            self._wake.clear()
+
+    def _heartbeat(self, *, force: bool = False) -> None:
+        now = time.time()
+        if force or now - self._last_heartbeat >= self._heartbeat_s:
+            self.store.insert_rows(
+                "evaluator_heartbeats",
+                ("WorkerId", "EvaluatorVersion", "SeenAt"),
+                [(self.worker_id, self.version, f"{now:.3f}")],
+            )
+            self._last_heartbeat = now
+
+    def _shard(self) -> tuple[int, int]:
+        alive_ms = int(self._heartbeat_s * 5000)
+        members = [
+            row[0] for row in self.store.query(_MEMBERS, {"version": self.version, "alive_ms": alive_ms})
+        ]
+        if self.worker_id not in members:
+            members = sorted([*members, self.worker_id])
+        return members.index(self.worker_id), len(members)
+
+    def references(self) -> dict[str, StoredReference]:
+        if time.monotonic() - self._references_at > 2.0:
+            self._references = latest_references(self.store)
+            self._references_at = time.monotonic()
+        return self._references
+
+    def run_once(self) -> int:
+        """Score one batch of pending runs; returns how many runs were decided."""
+        self.counters.cycles += 1
+        self._heartbeat()
+        shard, shards = self._shard()
+        rows = self.store.query(
+            _PENDING,
+            {
+                "version": self.version,
+                "lookback": self.config.lookback_s,
+                "shards": shards,
+                "shard": shard,
+                "limit": self.config.batch_size,
+            },
+        )
+        if not rows:
+            return 0
+        references = self.references()
+        scores: list[tuple[Any, ...]] = []
+        decisions: list[tuple[Any, ...]] = []
+        now = time.time()
+        stamp = f"{now:.6f}"
+        for trace_id, root, agent, task, start_us, latency_s, failure, tool_calls, revision in rows:
+            decision, detail = "scored", ""
+            if not self.config.sampled(trace_id, agent, task, bool(failure)):
+                decision = "sampled_out"
+                self.counters.sampled_out += 1
+            else:
+                reference = references.get(task) if task else None
+                try:
+                    results = self._score(json.loads(tool_calls), reference, latency_s, bool(failure))
+                except (ValueError, TypeError) as exc:
+                    decision, detail = "error", f"cannot score: {exc}"
+                    self.counters.errors += 1
+                    results = {}
+                if decision == "scored" and reference is None:
+                    detail = f"no reference for task {task!r}" if task else "run has no task"
+                run_start = f"{start_us / 1e6:.6f}"
+                reference_version = reference.version if reference else 0
+                scores.extend(
+                    (
+                        trace_id,
+                        root,
+                        metric,
+                        EVALUATOR,
+                        self.version,
+                        value,
+                        _label(metric, value),
+                        "",
+                        agent,
+                        task,
+                        run_start,
+                        revision,
+                        reference_version,
+                        "",
+                        stamp,
+                    )
+                    for metric, value in results.items()
+                    if value is not None
+                )
+                if decision == "scored":
+                    self.counters.scored_runs += 1
+                    self.counters.score_delays_s.append(now - (start_us / 1e6 + latency_s))
+            decisions.append(
+                (trace_id, root, EVALUATOR, self.version, revision, decision, detail, self.worker_id, stamp)
+            )
+        self.store.insert_rows("scores", SCORE_COLUMNS, scores)
+        # Decisions last: a crash in between only means these runs are scored again (same keys).
+        self.store.insert_rows("evaluation_decisions", DECISION_COLUMNS, decisions)
+        return len(rows)
+
+    def _score(
+        self,
+        tool_calls: list[dict[str, Any]],
+        reference: StoredReference | None,
+        latency_s: float,
+        failure: bool,
+    ) -> dict[str, float | None]:
+        predicted = predicted_calls(tool_calls)
+        if reference is None:
+            return compute_metrics(predicted, None, [], latency_s=latency_s, failure=failure)
+        specs = reference.entry.configured_metrics(self.config.metrics)
+        return compute_metrics(
+            predicted, list(reference.entry.reference), specs, latency_s=latency_s, failure=failure
+        )
+
+
+def _label(metric: str, value: float) -> str:
+    if metric in ("latency", "trajectory_precision", "trajectory_recall", "tool_correctness"):
+        return ""
+    if metric == "failure":
+        return "failed" if value else "ok"
+    return "pass" if value >= 1.0 else "fail"
