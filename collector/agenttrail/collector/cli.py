@@ -280,25 +280,5 @@ def trajectory_summary(calls: Sequence[dict[str, Any]], width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-@cli.command()
-@click.option(
-    "--runs",
-    default=300,
-    show_default=True,
-    type=click.IntRange(min=1, max=100_000),
-    help="How many agent runs the example agent makes.",
-)
-@click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
-@click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's store in this directory.")
-def demo(runs: int, seed: int, keep: str | None) -> None:
-    """Run the sidecar on a temporary embedded store and an example agent against it."""
-    from agenttrail.collector.demo import run_demo
-
-    try:
-        run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar)
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
 def main() -> None:
     cli()

@@ -19,6 +19,7 @@ from agenttrail.collector.cli import (
     SIDECAR_EXTENSIONS,
     SidecarApi,
     _time_option,
+    build_sidecar,
     cli,
     config_from,
     format_table,
@@ -251,6 +252,26 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
             click.echo("the evaluator stopped unexpectedly", err=True)
             sys.exit(1)
     evaluator.stop()
+
+
+@cli.command()
+@click.option(
+    "--runs",
+    default=300,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="How many agent runs the example agent makes.",
+)
+@click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
+@click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's store in this directory.")
+def demo(runs: int, seed: int, keep: str | None) -> None:
+    """Run the sidecar on a temporary embedded store, an example agent against it, and score its runs."""
+    from agenttrail.evaluators.demo import run_demo
+
+    try:
+        run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def main() -> None:

@@ -44,6 +44,13 @@ USUAL_PATHS: dict[str, list[str]] = {
 }
 
 
+# Reference set for the online evaluator: inputs vary per request, so they are wildcards.
+REFERENCES: dict[str, Any] = {
+    task: {"reference_trajectory": [{"tool_name": name, "tool_input": None} for name in path]}
+    for task, path in USUAL_PATHS.items()
+}
+
+
 def _work(scale: float = 1.0) -> None:
     time.sleep(BEHAVIOUR.tool_latency_s * scale * (0.5 + _rng.random()))
 

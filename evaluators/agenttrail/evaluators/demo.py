@@ -1,7 +1,9 @@
-"""`agenttrail demo`: the sidecar on a temporary embedded store, the example agent against it."""
+"""`agenttrail demo`: the sidecar on a temporary embedded store, the example agent against it,
+scored online against reference trajectories for its tasks."""
 
 from __future__ import annotations
 
+import logging
 import random
 import shutil
 import statistics
@@ -16,14 +18,20 @@ from typing import Any
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.sidecar import Sidecar
+from agenttrail.evaluators import demo_agent
+from agenttrail.evaluators.metrics import aggregate
+from agenttrail.evaluators.reference_store import store_reference_set
+from agenttrail.evaluators.references import parse_reference_set
+from agenttrail.evaluators.scores import ScoreFilter, query_scores
 
 Out = Callable[[str], None]
 
 
 def _progress(done: int, total: int, started: float) -> None:
-    if sys.stderr.isatty() or done == total or done % max(1, total // 10) == 0:
+    tty = sys.stderr.isatty()
+    if tty or done == total or done % max(1, total // 10) == 0:
         rate = done / max(time.monotonic() - started, 1e-9)
-        end = "\n" if done == total else ""
+        end = "\n" if done == total or not tty else ""
         print(f"\r  agent runs: {done}/{total} ({rate:.0f}/s)", end=end, file=sys.stderr, flush=True)
 
 
@@ -84,6 +92,46 @@ def summarise(runs: list[dict[str, Any]], out: Out = print) -> None:
         out(f"  … and {len(failures) - 5} more (agenttrail trajectories --format json)")
 
 
+def wait_scored(sidecar: Sidecar, runs: int, timeout_s: float = 60) -> None:
+    assert sidecar.store is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        decided = sidecar.store.query("SELECT uniqExact(TraceId, RootSpanId) FROM evaluation_decisions")[0][0]
+        if decided >= runs:
+            return
+        time.sleep(0.1)
+
+
+def summarise_scores(runs: list[dict[str, Any]], scores: list[dict[str, Any]], out: Out = print) -> None:
+    """Per-metric means, and the runs furthest from their reference."""
+    by_metric: dict[str, list[float]] = {}
+    by_run: dict[str, dict[str, float]] = {}
+    for row in scores:
+        by_metric.setdefault(row["metric"], []).append(row["score"])
+        by_run.setdefault(row["trace_id"], {})[row["metric"]] = row["score"]
+    out("\nonline evaluation against the reference trajectories:")
+    for metric in sorted(by_metric):
+        summary = aggregate(by_metric[metric])
+        out(
+            f"  {metric:<28} n {summary.count:>5}   mean {summary.mean or 0:.3f}   std {summary.std or 0:.3f}"
+        )
+
+    def distance(run: dict[str, Any]) -> float:
+        metrics = by_run.get(run["trace_id"], {})
+        return 2 - metrics.get("trajectory_precision", 1) - metrics.get("trajectory_recall", 1)
+
+    furthest = sorted((run for run in runs if distance(run) > 0), key=lambda r: (-distance(r), r["trace_id"]))
+    out(f"\nruns furthest from their reference ({len(furthest)} differ from it):")
+    for run in furthest[:5]:
+        metrics = by_run[run["trace_id"]]
+        expected = " > ".join(demo_agent.USUAL_PATHS[run["task"]])
+        out(f"  {describe_run(run)}")
+        out(
+            f"      expected {expected}   precision {metrics.get('trajectory_precision', 0):.2f}"
+            f"  recall {metrics.get('trajectory_recall', 0):.2f}"
+        )
+
+
 def run_demo(
     *,
     runs: int,
@@ -92,9 +140,9 @@ def run_demo(
     build: Callable[[SidecarConfig], Sidecar],
     out: Out = print,
 ) -> list[dict[str, Any]]:
-    from agenttrail.collector import demo_agent
     from agenttrail.instrumentation import configure, force_flush
 
+    logging.getLogger("agenttrail").setLevel(logging.WARNING)
     store_dir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="agenttrail-demo-"))
     config = SidecarConfig(
         store=str(store_dir), grpc="127.0.0.1:0", http="127.0.0.1:0", quiet_period_s=0.5, idle_timeout_s=2.0
@@ -105,6 +153,9 @@ def run_demo(
     try:
         assert sidecar.grpc is not None
         out(f"  OTLP/gRPC {sidecar.grpc.address}; running the example support agent {runs} times")
+        assert sidecar.store is not None
+        store_reference_set(sidecar.store, parse_reference_set(demo_agent.REFERENCES), source="demo")
+        out(f"  loaded reference trajectories for tasks: {', '.join(sorted(demo_agent.REFERENCES))}")
         configure(
             service_name="demo-support-agent", endpoint=f"http://{sidecar.grpc.address}", protocol="grpc"
         )
@@ -118,9 +169,12 @@ def run_demo(
         out("  waiting for the collector to store and assemble every run ...")
         if not sidecar.wait_until_assembled(timeout_s=120):
             out("  (assembly is still running; the summary may be partial)")
-        assert sidecar.store is not None
         result = query_trajectories(sidecar.store, TrajectoryFilter(limit=runs * 2))
         summarise(result, out)
+        out("\n  waiting for the evaluator to score every run ...")
+        wait_scored(sidecar, len(result))
+        scores = query_scores(sidecar.store, ScoreFilter.from_params({"limit": str(runs * 20)}))
+        summarise_scores(result, scores, out)
         if keep:
             out(f"\nthe store is kept in {store_dir}: agenttrail trajectories --store {store_dir}")
         return result
