@@ -87,7 +87,8 @@ def bench_score_delay(rounds: int = 10, runs_per_round: int = 50) -> list[float]
         )
         sidecar.start()
         try:
-            assert sidecar.store is not None and sidecar.pipeline is not None
+            assert sidecar.store is not None
+            assert sidecar.pipeline is not None
             store_reference_set(
                 sidecar.store,
                 parse_reference_set(

@@ -4,6 +4,7 @@ trajectory comes back with arguments, results, errors and nesting as the agent d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,10 +48,8 @@ def support(question: str, order_id: int) -> str:
     set_task("refund")
     lookup(order_id)
     helper_agent("refunds")
-    try:
+    with contextlib.suppress(DeclinedError):
         refund_tool(order_id, api_key="sk-secret-123")
-    except DeclinedError:
-        pass
     set_output("escalated")
     return "escalated"
 
