@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from typing import Any
 
@@ -50,7 +51,9 @@ def test_bound_parameters_carry_hostile_values(store: Any) -> None:
     """Values travel as parameters: quotes and SQL in a value are data, not SQL."""
     hostile = "x'); DROP TABLE otel_traces; --"
     store.insert_rows(
-        "trace_arrivals", ("TraceId", "ArrivedAt", "HasAgent"), [(hostile, "1790000000.000001", 1)]
+        "trace_arrivals",
+        ("TraceId", "ArrivedAt", "HasAgent"),
+        [(hostile, f"{time.time():.6f}", 1)],  # recent: older rows fall under the 7-day TTL
     )
     rows = store.query("SELECT TraceId FROM trace_arrivals WHERE TraceId = {t:String}", {"t": hostile})
     assert rows == [(hostile,)]

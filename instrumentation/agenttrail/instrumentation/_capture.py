@@ -230,7 +230,10 @@ def capture_into(
         except Exception as exc:  # fail closed: the raw value may hold what the hook should hide
             internal_error(f"redact hook ({kind} of {name})", exc)
             value = REDACTION_FAILED
-    text = to_json(value)
+    try:  # to_json() inlined: this runs twice per tool call
+        text = "".join(_encode(value, 0))
+    except Exception:
+        text = to_json(value)
     if settings.walk_always or _ANY_HINT.search(text.lower()):
         text = _scrub(settings, value, text, attrs)
     cut = len(text) - settings.max_value_length

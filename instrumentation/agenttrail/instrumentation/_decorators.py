@@ -132,8 +132,8 @@ class _SpanSpec:
             self.in_kind, self.out_kind = "input", "output"
             self.in_keys, self.out_keys = (attr.INPUT_VALUE,), (attr.OUTPUT_VALUE,)
 
-    def open(self, value: object = _UNSET, kwargs: dict[str, Any] | None = None) -> "_Active | None":
-        """Start the span, make it current, capture the input; None if we failed.
+    def open(self, value: Any = _UNSET, kwargs: dict[str, Any] | None = None) -> "_Active | None":
+        """Start the span, capture the input, make the span current; None if that failed.
 
         The input is ``value``, or for a decorated function its call arguments bound by name.
         """
@@ -141,18 +141,22 @@ class _SpanSpec:
             span = STATE.tracer.start_span(self.name, kind=self.kind, attributes=self.static)
             active = _Active(self, span)
             if span.is_recording():
-                settings = STATE.settings
-                attrs = active.attrs = {}
-                if self.needs_call_id:
-                    attrs[attr.GEN_AI_TOOL_CALL_ID] = format(span.get_span_context().span_id, "016x")
-                if settings.enabled if self.capture is None else self.capture:
-                    active.capture = True
-                    if self.bind is not None:
-                        value = self.bind(cast(tuple[Any, ...], value), kwargs or {})
-                    if value is not _UNSET:
-                        if self.is_agent:
-                            attrs[attr.INPUT_MIME_TYPE] = attr.MIME_TYPE_JSON
-                        capture_into(attrs, settings, self.in_kind, self.label, value, self.in_keys)
+                attrs: dict[str, AttributeValue] = {}
+                active.attrs = attrs
+                try:  # a failure here costs the input, not the span
+                    if self.needs_call_id:
+                        attrs[attr.GEN_AI_TOOL_CALL_ID] = format(span.get_span_context().span_id, "016x")
+                    settings = STATE.settings
+                    if settings.enabled if self.capture is None else self.capture:
+                        active.capture = True
+                        if self.bind is not None:
+                            value = self.bind(value, kwargs or {})
+                        if value is not _UNSET:
+                            if self.is_agent:
+                                attrs[attr.INPUT_MIME_TYPE] = attr.MIME_TYPE_JSON
+                            capture_into(attrs, settings, self.in_kind, self.label, value, self.in_keys)
+                except Exception as exc:
+                    internal_error(self.error_key, exc)
             ctx = trace.set_span_in_context(span)
             if self.is_agent:
                 ctx = context.set_value(_RUN_KEY, active, ctx)
@@ -175,7 +179,7 @@ class _Active:
         self.attrs: dict[str, AttributeValue] | None = None
         self.capture = False
         self.output: object = _UNSET
-        self.token: Token[Context] | None = None
+        self.token: Token[Context]  # set by _SpanSpec.open() once the span is current
 
     def succeed(self, result: object) -> None:
         """End the span after a normal return; ``result`` is the fallback output."""
@@ -185,9 +189,12 @@ class _Active:
                 output = result if self.output is _UNSET else self.output
                 if self.capture and output is not _UNSET:
                     spec = self.spec
-                    if spec.is_agent:
-                        attrs[attr.OUTPUT_MIME_TYPE] = attr.MIME_TYPE_JSON
-                    capture_into(attrs, STATE.settings, spec.out_kind, spec.label, output, spec.out_keys)
+                    try:  # a failure here costs the output, not the other attributes
+                        if spec.is_agent:
+                            attrs[attr.OUTPUT_MIME_TYPE] = attr.MIME_TYPE_JSON
+                        capture_into(attrs, STATE.settings, spec.out_kind, spec.label, output, spec.out_keys)
+                    except Exception as exc:
+                        internal_error(spec.error_key, exc)
                 if attrs:
                     self.span.set_attributes(attrs)
         except Exception as exc:
@@ -212,8 +219,7 @@ class _Active:
 
     def _close(self) -> None:
         try:
-            if self.token is not None:
-                context.detach(self.token)
+            context.detach(self.token)
             self.span.end()
         except Exception as exc:
             internal_error(self.spec.error_key, exc)
