@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrail.collector.errors import StoreError, StoreUnavailable
+from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.store import Store
 from agenttrail.collector.trajectory import TRAJECTORY_ATTRIBUTES, AgentRun, SpanEvent, SpanRecord, build_runs
 
@@ -98,11 +99,6 @@ def _ts6(seconds: float) -> str:
     return f"{seconds:.6f}"
 
 
-def _ts_ns(nanos: int) -> str:
-    whole, fraction = divmod(nanos, 1_000_000_000)
-    return f"{whole}.{fraction:09d}"
-
-
 def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version: int) -> tuple[Any, ...]:
     calls = run.tool_calls
     return (
@@ -114,7 +110,7 @@ def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version
         run.task,
         run.conversation_id,
         run.service_name,
-        _ts_ns(run.start_ns),
+        ns_to_clickhouse(run.start_ns),
         run.latency_s,
         int(run.failure),
         run.error_type,

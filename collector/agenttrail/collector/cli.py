@@ -210,18 +210,55 @@ def _time_option(value: str | None) -> Any:
         raise click.BadParameter(str(exc)) from exc
 
 
+def run_filter_options(default_limit: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options every read command shares: which runs, how many, in what format, from where."""
+    options = [
+        click.option(
+            "--since", help="Runs started after: ISO 8601 or a duration back from now (15m, 2h, 7d)."
+        ),
+        click.option("--until", help="Runs started before, same forms as --since."),
+        click.option("--agent", help="Only this agent."),
+        click.option("--task", help="Only this task."),
+        click.option("--trace", "trace_id", help="Only this trace id (32 hex)."),
+        click.option("--limit", default=default_limit, show_default=True, type=click.IntRange(min=1)),
+        click.option(
+            "--format",
+            "output_format",
+            type=click.Choice(["table", "json"]),
+            default="table",
+            show_default=True,
+        ),
+        click.option(
+            "--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318)."
+        ),
+    ]
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def run_filter(
+    since: str | None,
+    until: str | None,
+    agent: str | None,
+    task: str | None,
+    trace_id: str | None,
+    limit: int,
+) -> TrajectoryFilter:
+    """The read options as a filter; a bad value is a usage error naming the option."""
+    try:
+        return TrajectoryFilter(_time_option(since), _time_option(until), agent, task, trace_id, limit)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
 @cli.command()
 @store_options
-@click.option("--since", help="Start time: ISO 8601 or a duration back from now (15m, 2h, 7d).")
-@click.option("--until", help="End time, same forms as --since.")
-@click.option("--agent", help="Only this agent.")
-@click.option("--task", help="Only this task.")
-@click.option("--trace", "trace_id", help="Only this trace id (32 hex).")
-@click.option("--limit", default=100, show_default=True, type=click.IntRange(min=1))
-@click.option(
-    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
-@click.option("--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318).")
+@run_filter_options(default_limit=100)
 def trajectories(
     store: str | None,
     database: str | None,
@@ -237,10 +274,7 @@ def trajectories(
 ) -> None:
     """List agent runs with their tool calls, newest first."""
     config = config_from({"store": store, "database": database}, config_file)
-    try:
-        where = TrajectoryFilter(_time_option(since), _time_option(until), agent, task, trace_id, limit)
-    except QueryError as exc:
-        raise click.BadParameter(str(exc)) from exc
+    where = run_filter(since, until, agent, task, trace_id, limit)
     source = read_via(config, server)
     try:
         if isinstance(source, SidecarApi):

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from agenttrail.collector.errors import ConfigError, OverloadedError
 from agenttrail.collector.ingest import IngestPipeline
@@ -90,8 +89,4 @@ class GrpcReceiver:
         except OverloadedError as exc:
             context.set_trailing_metadata((("retry-after", str(exc.retry_after_s)),))
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        response = ExportTraceServiceResponse()
-        if batch.rejected:
-            response.partial_success.rejected_spans = batch.rejected
-            response.partial_success.error_message = batch.error_message
-        return bytes(response.SerializeToString())
+        return bytes(batch.export_response().SerializeToString())

@@ -21,7 +21,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from google.protobuf import json_format
 from google.rpc import status_pb2  # type: ignore[import-untyped]
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from agenttrail.collector.errors import AgentTrailError, ConfigError, OverloadedError
 from agenttrail.collector.ingest import IngestPipeline
@@ -208,10 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
             code = 503 if exc.store_down else 429
             self._send_status(code, str(exc), reply_type, {"Retry-After": str(exc.retry_after_s)})
             return
-        response = ExportTraceServiceResponse()
-        if batch.rejected:
-            response.partial_success.rejected_spans = batch.rejected
-            response.partial_success.error_message = batch.error_message
+        response = batch.export_response()
         if reply_type == JSON:
             payload = json.dumps(json_format.MessageToDict(response)).encode()
         else:

@@ -19,7 +19,10 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 from agenttrail.instrumentation import attributes as attr
 
@@ -86,6 +89,14 @@ class DecodedBatch:
         more = self.rejected - len(self.errors)
         suffix = f" (and {more} more)" if more > 0 else ""
         return f"rejected {self.rejected} span(s): " + "; ".join(self.errors) + suffix
+
+    def export_response(self) -> ExportTraceServiceResponse:
+        """The OTLP answer: `partial_success` names what was rejected, empty when nothing was."""
+        response = ExportTraceServiceResponse()
+        if self.rejected:
+            response.partial_success.rejected_spans = self.rejected
+            response.partial_success.error_message = self.error_message
+        return response
 
     def extend(self, other: DecodedBatch) -> None:
         self.rows.extend(other.rows)

@@ -66,6 +66,23 @@ class TrajectoryFilter:
                 params[key] = value
         return params
 
+    def where_clauses(self, start_column: str) -> tuple[list[str], dict[str, Any]]:
+        """SQL conditions (bound parameters only) for a table whose run start is `start_column`."""
+        clauses: list[str] = []
+        params: dict[str, Any] = {"limit": self.limit}
+        if self.since:
+            clauses.append(f"{start_column} >= {{since:DateTime64(6)}}")
+            params["since"] = f"{self.since.timestamp():.6f}"
+        if self.until:
+            clauses.append(f"{start_column} < {{until:DateTime64(6)}}")
+            params["until"] = f"{self.until.timestamp():.6f}"
+        for column, key in (("Agent", "agent"), ("Task", "task"), ("TraceId", "trace_id")):
+            value = getattr(self, key)
+            if value:
+                clauses.append(f"{column} = {{{key}:String}}")
+                params[key] = value
+        return clauses, params
+
     @classmethod
     def from_params(cls, params: dict[str, str]) -> TrajectoryFilter:
         unknown = set(params) - {"since", "until", "agent", "task", "trace_id", "limit"}
@@ -93,19 +110,8 @@ ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revi
 
 def query_trajectories(store: Store, where: TrajectoryFilter) -> list[dict[str, Any]]:
     """Latest version of each run matching the filter, newest first."""
-    clauses = ["IsDeleted = 0"]
-    params: dict[str, Any] = {"limit": where.limit}
-    if where.since:
-        clauses.append("Start >= {since:DateTime64(6)}")
-        params["since"] = f"{where.since.timestamp():.6f}"
-    if where.until:
-        clauses.append("Start < {until:DateTime64(6)}")
-        params["until"] = f"{where.until.timestamp():.6f}"
-    for column, key in (("Agent", "agent"), ("Task", "task"), ("TraceId", "trace_id")):
-        value = getattr(where, key)
-        if value:
-            clauses.append(f"{column} = {{{key}:String}}")
-            params[key] = value
+    clauses, params = where.where_clauses("Start")
+    clauses.insert(0, "IsDeleted = 0")
     sql = (
         f"SELECT {_COLUMNS} FROM trajectories FINAL WHERE {' AND '.join(clauses)} "
         "ORDER BY Start DESC, TraceId LIMIT {limit:UInt32}"
@@ -117,15 +123,19 @@ def _json_or_none(text: str) -> Any:
     return json.loads(text) if text else None
 
 
+def iso_utc(micros: int) -> str:
+    """Epoch microseconds as ISO 8601 UTC with a `Z`, the form every JSON contract uses."""
+    return datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
 def trajectory_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
     """The `--format json` contract: one object per run."""
-    start = datetime.fromtimestamp(row[4] / 1e6, tz=UTC)
     return {
         "trace_id": row[0],
         "agent": row[1],
         "task": row[2],
         "conversation_id": row[3],
-        "start": start.isoformat().replace("+00:00", "Z"),
+        "start": iso_utc(row[4]),
         "latency_s": row[5],
         "failure": int(row[6]),
         "error_type": row[7],

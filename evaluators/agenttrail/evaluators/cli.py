@@ -18,16 +18,16 @@ import click
 from agenttrail.collector.cli import (
     SIDECAR_EXTENSIONS,
     SidecarApi,
-    _time_option,
     build_sidecar,
     cli,
     config_from,
     format_table,
     read_via,
+    run_filter,
+    run_filter_options,
     store_options,
 )
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import QueryError, TrajectoryFilter
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
@@ -156,17 +156,8 @@ def references_list(
 
 @cli.command()
 @store_options
-@click.option("--since", help="Runs started after: ISO 8601 or a duration back from now (15m, 2h, 7d).")
-@click.option("--until", help="Runs started before, same forms as --since.")
-@click.option("--agent", help="Only this agent.")
-@click.option("--task", help="Only this task.")
+@run_filter_options(default_limit=200)
 @click.option("--metric", help="Only this metric.")
-@click.option("--trace", "trace_id", help="Only this trace id (32 hex).")
-@click.option("--limit", default=200, show_default=True, type=click.IntRange(min=1))
-@click.option(
-    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
-@click.option("--server", help="Read from a running sidecar's HTTP API at this URL.")
 def scores(
     store: str | None,
     database: str | None,
@@ -183,12 +174,7 @@ def scores(
 ) -> None:
     """Evaluation scores per run and metric, newest runs first."""
     config = config_from({"store": store, "database": database}, config_file)
-    try:
-        where = ScoreFilter(
-            TrajectoryFilter(_time_option(since), _time_option(until), agent, task, trace_id, limit), metric
-        )
-    except QueryError as exc:
-        raise click.BadParameter(str(exc)) from exc
+    where = ScoreFilter(run_filter(since, until, agent, task, trace_id, limit), metric)
     source = read_via(config, server)
     try:
         if isinstance(source, SidecarApi):

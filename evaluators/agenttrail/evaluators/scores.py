@@ -7,10 +7,9 @@ The JSON shape is a contract: `trace_id`, `metric`, `score`, `label`, `explanati
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time
+from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
 
 
@@ -34,36 +33,18 @@ class ScoreFilter:
 
 def query_scores(store: Store, where: ScoreFilter) -> list[dict[str, Any]]:
     """Latest score of each (run, metric, evaluator version), newest runs first."""
-    runs = where.runs
-    clauses = ["1"]
-    params: dict[str, Any] = {"limit": runs.limit}
-    if runs.since:
-        clauses.append("RunStart >= {since:DateTime64(6)}")
-        params["since"] = f"{runs.since.timestamp():.6f}"
-    if runs.until:
-        clauses.append("RunStart < {until:DateTime64(6)}")
-        params["until"] = f"{runs.until.timestamp():.6f}"
-    for column, key, value in (
-        ("Agent", "agent", runs.agent),
-        ("Task", "task", runs.task),
-        ("TraceId", "trace_id", runs.trace_id),
-        ("Metric", "metric", where.metric),
-    ):
-        if value:
-            clauses.append(f"{column} = {{{key}:String}}")
-            params[key] = value
+    clauses, params = where.runs.where_clauses("RunStart")
+    if where.metric:
+        clauses.append("Metric = {metric:String}")
+        params["metric"] = where.metric
     sql = (
         "SELECT TraceId, Metric, Score, Label, Explanation, Evaluator, EvaluatorVersion, "
         "toUnixTimestamp64Micro(CreatedAt), Agent, Task, toUnixTimestamp64Micro(RunStart), Revision, "
         "RootSpanId "
-        f"FROM scores FINAL WHERE {' AND '.join(clauses)} "
+        f"FROM scores FINAL WHERE {' AND '.join(clauses) or '1'} "
         "ORDER BY RunStart DESC, TraceId, Metric LIMIT {limit:UInt32}"
     )
     return [_to_json(row) for row in store.query(sql, params)]
-
-
-def _iso(micros: int) -> str:
-    return datetime.fromtimestamp(micros / 1e6, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _to_json(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -74,10 +55,10 @@ def _to_json(row: tuple[Any, ...]) -> dict[str, Any]:
         "label": row[3],
         "explanation": row[4],
         "evaluator": f"{row[5]}@{row[6]}",
-        "created_at": _iso(row[7]),
+        "created_at": iso_utc(row[7]),
         "agent": row[8],
         "task": row[9],
-        "run_start": _iso(row[10]),
+        "run_start": iso_utc(row[10]),
         "revision": int(row[11]),
         "root_span_id": row[12],
     }
