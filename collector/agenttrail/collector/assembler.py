@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.store import Store
@@ -130,7 +131,7 @@ def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version
     )
 
 
-class Assembler:
+class Assembler(BackgroundLoop):
     def __init__(
         self,
         store: Store,
@@ -141,19 +142,18 @@ class Assembler:
         max_traces_per_query: int = 500,
         recovery_lookback_s: int = 86_400,
     ) -> None:
+        super().__init__(
+            what="trajectory assembly", thread_name="agenttrail-assembler", poll_interval_s=poll_interval_s
+        )
         self._store = store
         self.quiet_period_s = quiet_period_s
         self.idle_timeout_s = idle_timeout_s
-        self._poll_interval_s = poll_interval_s
         self._chunk = max_traces_per_query
         self._recovery_lookback_s = recovery_lookback_s
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
         self._idle = threading.Condition(self._lock)
         self._busy = False
-        self._thread: threading.Thread | None = None
         self.assembled_runs = 0
         self.failures = 0
         # Called after trajectories were written (the evaluator wakes up on it).
@@ -192,19 +192,6 @@ class Assembler:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="agenttrail-assembler", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def wait_idle(self, timeout_s: float = 30.0) -> bool:
         """Wait until nothing is pending (tests and the demo use this)."""
         deadline = time.monotonic() + timeout_s
@@ -216,20 +203,11 @@ class Assembler:
                 self._idle.wait(min(remaining, 0.05))
         return True
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.assemble_due()
-            except StoreError as exc:
-                self.failures += 1
-                log.error("trajectory assembly failed, will retry: %s", exc)
-                self._stop.wait(1.0)
-            except Exception:
-                self.failures += 1
-                log.exception("trajectory assembly failed unexpectedly, will retry")
-                self._stop.wait(1.0)
-            self._wake.wait(self._poll_interval_s)
-            self._wake.clear()
+    def cycle(self) -> None:
+        self.assemble_due()
+
+    def count_failure(self, message: str) -> None:
+        self.failures += 1
 
     # -- work ----------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from agenttrail.collector.errors import ConfigError, StoreError
+from agenttrail.collector.background import BackgroundLoop
+from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.reference_store import StoredReference, latest_references
@@ -210,7 +210,7 @@ class WorkerCounters:
     score_delays_s: list[float] = field(default_factory=list)
 
 
-class EvaluatorWorker:
+class EvaluatorWorker(BackgroundLoop):
     """Scores runs in a background thread; `run_once` does one cycle (tests call it directly)."""
 
     name = "evaluator"
@@ -223,18 +223,20 @@ class EvaluatorWorker:
         worker_id: str | None = None,
         heartbeat_s: float = 1.0,
     ) -> None:
+        self.config = config or EvaluatorConfig()
+        super().__init__(
+            what="evaluator cycle",
+            thread_name="agenttrail-evaluator",
+            poll_interval_s=self.config.poll_interval_s,
+        )
         self._store_factory = store_factory
         self._store: Store | None = None
-        self.config = config or EvaluatorConfig()
         self.version = self.config.version
         self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{os.urandom(3).hex()}"
         self._heartbeat_s = heartbeat_s
         self._last_heartbeat = 0.0
         self._references: dict[str, StoredReference] = {}
         self._references_at = 0.0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.counters = WorkerCounters()
 
     @property
@@ -245,39 +247,16 @@ class EvaluatorWorker:
 
     def start(self) -> None:
         self._heartbeat(force=True)
-        self._thread = threading.Thread(target=self._run, name="agenttrail-evaluator", daemon=True)
-        self._thread.start()
+        super().start()
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+    def cycle(self) -> None:
+        """Drain the queue: batches until none is pending (or we are stopping)."""
+        while self.run_once() and not self._stop.is_set():
+            pass
 
-    def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def wake(self) -> None:
-        """New trajectories were written: look now rather than at the next poll."""
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                while self.run_once() and not self._stop.is_set():
-                    pass
-            except StoreError as exc:
-                self.counters.errors += 1
-                self.counters.last_error = str(exc)
-                log.error("evaluator cycle failed, will retry: %s", exc)
-                self._stop.wait(1.0)
-            except Exception as exc:
-                self.counters.errors += 1
-                self.counters.last_error = repr(exc)
-                log.exception("evaluator cycle failed unexpectedly, will retry")
-                self._stop.wait(1.0)
-            self._wake.wait(self.config.poll_interval_s)
-            self._wake.clear()
+    def count_failure(self, message: str) -> None:
+        self.counters.errors += 1
+        self.counters.last_error = message
 
     def _heartbeat(self, *, force: bool = False) -> None:
         now = time.time()
