@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
-from otlp_builders import SpanSpec, agent_span, new_span_id, new_trace_id, request, tool_span
+from otlp_builders import SpanSpec, agent_span, any_value, new_span_id, new_trace_id, request, tool_span
 
 from agenttrail.collector.otlp_decode import (
     OTEL_TRACES_COLUMNS,
@@ -159,7 +159,7 @@ def test_valid_spans_round_trip(spans: list[tuple[bytes, bytes, str, int, int, d
             end_time_unix_nano=start + duration,
         )
         for key, value in attributes.items():
-            span.attributes.append(KeyValue(key=key, value=any_value_for(value)))
+            span.attributes.append(KeyValue(key=key, value=any_value(value)))
     batch = decode_protobuf(message.SerializeToString())
     assert batch.rejected == 0
     assert len(batch.rows) == len(spans)
@@ -169,16 +169,6 @@ def test_valid_spans_round_trip(spans: list[tuple[bytes, bytes, str, int, int, d
         assert row[COL["SpanName"]] == name
         assert row[COL["Duration"]] == duration
         assert set(row[COL["SpanAttributes"]]) == set(attributes)
-
-
-def any_value_for(value: object) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    return AnyValue(string_value=str(value))
 
 
 @settings(max_examples=300, deadline=None)

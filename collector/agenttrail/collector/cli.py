@@ -57,6 +57,24 @@ def config_from(options: dict[str, Any], config_file: str | None) -> SidecarConf
         raise click.ClickException(str(exc)) from exc
 
 
+def emit_rows(
+    rows: Sequence[dict[str, Any]],
+    output_format: str,
+    *,
+    empty: str,
+    headers: Sequence[str],
+    cells: Callable[[dict[str, Any]], Sequence[Any]],
+) -> None:
+    """Print read-command results: one JSON object per line, or a table (a note on stderr if empty)."""
+    if output_format == "json":
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False))
+    elif not rows:
+        click.echo(empty, err=True)
+    else:
+        click.echo(format_table(headers, [cells(row) for row in rows]))
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
@@ -283,29 +301,20 @@ def trajectories(
             runs = query_trajectories(source, where)
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
-    if output_format == "json":
-        for run in runs:
-            click.echo(json.dumps(run, ensure_ascii=False))
-        return
-    if not runs:
-        click.echo("no trajectories match", err=True)
-        return
-    click.echo(
-        format_table(
-            ["start", "trace", "agent", "task", "latency", "status", "tool calls"],
-            [
-                (
-                    run["start"][:23],
-                    run["trace_id"][:12],
-                    run["agent"],
-                    run["task"],
-                    f"{run['latency_s']:.3f}s",
-                    run["error_type"] or "error" if run["failure"] else "ok",
-                    trajectory_summary(run["tool_calls"]),
-                )
-                for run in runs
-            ],
-        )
+    emit_rows(
+        runs,
+        output_format,
+        empty="no trajectories match",
+        headers=["start", "trace", "agent", "task", "latency", "status", "tool calls"],
+        cells=lambda run: (
+            run["start"][:23],
+            run["trace_id"][:12],
+            run["agent"],
+            run["task"],
+            f"{run['latency_s']:.3f}s",
+            run["error_type"] or "error" if run["failure"] else "ok",
+            trajectory_summary(run["tool_calls"]),
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from agenttrail.collector.cli import (
     build_sidecar,
     cli,
     config_from,
+    emit_rows,
     format_table,
     read_via,
     run_filter,
@@ -184,29 +185,20 @@ def scores(
             rows = query_scores(source, where)
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
-    if output_format == "json":
-        for row in rows:
-            click.echo(json.dumps(row, ensure_ascii=False))
-        return
-    if not rows:
-        click.echo("no scores match", err=True)
-        return
-    click.echo(
-        format_table(
-            ["run start", "trace", "agent", "task", "metric", "score", "label"],
-            [
-                (
-                    r["run_start"][:23],
-                    r["trace_id"][:12],
-                    r["agent"],
-                    r["task"],
-                    r["metric"],
-                    "-" if r["score"] is None else f"{r['score']:.3f}",
-                    r["label"],
-                )
-                for r in rows
-            ],
-        )
+    emit_rows(
+        rows,
+        output_format,
+        empty="no scores match",
+        headers=["run start", "trace", "agent", "task", "metric", "score", "label"],
+        cells=lambda r: (
+            r["run_start"][:23],
+            r["trace_id"][:12],
+            r["agent"],
+            r["task"],
+            r["metric"],
+            "-" if r["score"] is None else f"{r['score']:.3f}",
+            r["label"],
+        ),
     )
 
 
