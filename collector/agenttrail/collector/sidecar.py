@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -147,6 +147,8 @@ class Sidecar:
         self.workers: list[Worker] = []
         self._read_routes: dict[str, ReadRoute] = {}
         self.migrations: list[Migration] = list(MIGRATIONS)
+        # Called after trajectories are written (extensions subscribe before start()).
+        self.on_assembled: list[Callable[[], None]] = []
         self._stores: list[Store] = []
 
     def spool_dir(self) -> Path:
@@ -187,6 +189,7 @@ class Sidecar:
         self.assembler = Assembler(
             self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
         )
+        self.assembler.listeners.extend(self.on_assembled)
         self.pipeline = IngestPipeline(
             self.new_store(),
             self.spool_dir(),

@@ -56,14 +56,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
         return query_scores(read_store[0], ScoreFilter.from_params(params))
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
-    original_start = worker.start
-
-    def start_and_listen() -> None:
-        assert sidecar.assembler is not None
-        sidecar.assembler.listeners.append(worker.wake)
-        original_start()
-
-    worker.start = start_and_listen  # type: ignore[method-assign]
+    sidecar.on_assembled.append(worker.wake)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)
