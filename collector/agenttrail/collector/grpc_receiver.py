@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,6 +37,7 @@ class GrpcReceiver:
         tls_cert: bytes | None = None,
         tls_key: bytes | None = None,
         workers: int = 8,
+        extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = (),
     ) -> None:
         self._pipeline = pipeline
         self._token = bearer_token
@@ -49,7 +51,8 @@ class GrpcReceiver:
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
         )
-        self._server.add_generic_rpc_handlers((handler,))
+        # Extensions (e.g. the evaluation API) serve their own services on the same port.
+        self._server.add_generic_rpc_handlers((handler, *extra_handlers))
         try:
             if tls_cert and tls_key:
                 credentials = grpc.ssl_server_credentials([(tls_key, tls_cert)])
@@ -71,7 +74,8 @@ class GrpcReceiver:
     def stop(self, grace_s: float = 5.0) -> None:
         self._server.stop(grace_s).wait()
 
-    def _authorized(self, context: Any) -> bool:
+    def authorized(self, context: Any) -> bool:
+        """Whether the call carries the configured bearer token (always, when none is set)."""
         if not self._token:
             return True
         for key, value in context.invocation_metadata():
@@ -80,7 +84,7 @@ class GrpcReceiver:
         return False
 
     def _export(self, request: bytes, context: Any) -> bytes:
-        if not self._authorized(context):
+        if not self.authorized(context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         try:
             batch = self._pipeline.accept(request, FORMAT_PROTOBUF)

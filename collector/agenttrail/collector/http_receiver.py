@@ -35,6 +35,8 @@ NDJSON = "application/x-ndjson"
 
 # GET path -> handler(query params) -> JSON-able objects, one per output line.
 ReadRoute = Callable[[dict[str, str]], Iterable[dict[str, Any]]]
+# GET path -> handler(query params) -> (content type, body), for non-JSON pages such as /metrics.
+PageRoute = Callable[[dict[str, str]], tuple[str, bytes]]
 HealthCheck = Callable[[], tuple[bool, dict[str, Any]]]
 
 
@@ -67,6 +69,7 @@ class HttpReceiver:
         tls_cert_file: str | None = None,
         tls_key_file: str | None = None,
         read_routes: dict[str, ReadRoute] | None = None,
+        page_routes: dict[str, PageRoute] | None = None,
         health: HealthCheck | None = None,
     ) -> None:
         host, _, port = address.rpartition(":")
@@ -84,6 +87,7 @@ class HttpReceiver:
         self._server.max_body_bytes = max_body_bytes
         self._server.bearer_token = bearer_token
         self._server.read_routes = dict(read_routes or {})
+        self._server.page_routes = dict(page_routes or {})
         self._server.health = health
         self.port = self._server.server_address[1]
         self.address = f"{host or '127.0.0.1'}:{self.port}"
@@ -113,6 +117,7 @@ class _Server(ThreadingHTTPServer):
     max_body_bytes: int
     bearer_token: str | None
     read_routes: dict[str, ReadRoute]
+    page_routes: dict[str, PageRoute]
     health: HealthCheck | None
 
 
@@ -241,15 +246,26 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.dumps({"status": "ok" if healthy else "unavailable", **detail}).encode()
             self._send(200 if healthy else 503, body, JSON)
             return
+        page = self.server.page_routes.get(parts.path)
         route = self.server.read_routes.get(parts.path)
-        if route is None:
+        if page is None and route is None:
             self._send_status(404, f"no such endpoint {parts.path}", JSON)
             return
         if not self._authorized():
             self._send_status(401, "missing or wrong bearer token", JSON)
             return
+        params = dict(parse_qsl(parts.query))
+        if page is not None:
+            try:
+                content_type, page_body = page(params)
+            except (AgentTrailError, ValueError) as exc:
+                self._send_status(400, str(exc), JSON)
+                return
+            self._send(200, page_body, content_type)
+            return
+        assert route is not None
         try:
-            lines = [json.dumps(item, ensure_ascii=False) for item in route(dict(parse_qsl(parts.query)))]
+            lines = [json.dumps(item, ensure_ascii=False) for item in route(params)]
         except (AgentTrailError, ValueError) as exc:
             self._send_status(400, str(exc), JSON)
             return

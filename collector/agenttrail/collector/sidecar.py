@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import grpc
+
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.errors import StoreLocked
 from agenttrail.collector.grpc_receiver import GrpcReceiver
-from agenttrail.collector.http_receiver import HttpReceiver, ReadRoute
+from agenttrail.collector.http_receiver import HttpReceiver, PageRoute, ReadRoute
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.schema import MIGRATIONS, Migration, migrate
@@ -146,6 +148,8 @@ class Sidecar:
         self.http: HttpReceiver | None = None
         self.workers: list[Worker] = []
         self._read_routes: dict[str, ReadRoute] = {}
+        self._page_routes: dict[str, PageRoute] = {}
+        self._grpc_handlers: list[grpc.GenericRpcHandler[Any, Any]] = []
         self.migrations: list[Migration] = list(MIGRATIONS)
         # Called after trajectories are written (extensions subscribe before start()).
         self.on_assembled: list[Callable[[], None]] = []
@@ -165,6 +169,14 @@ class Sidecar:
         self._read_routes[path] = route
         if self.http is not None:
             self.http.add_read_route(path, route)
+
+    def add_page_route(self, path: str, route: PageRoute) -> None:
+        """A GET page with its own content type (e.g. Prometheus `/metrics`); before start()."""
+        self._page_routes[path] = route
+
+    def add_grpc_handler(self, handler: grpc.GenericRpcHandler[Any, Any]) -> None:
+        """Another gRPC service on the OTLP/gRPC port (e.g. the evaluation API); before start()."""
+        self._grpc_handlers.append(handler)
 
     def new_store(self) -> Store:
         """Another client to the store, for a thread of its own."""
@@ -217,6 +229,7 @@ class Sidecar:
             bearer_token=config.bearer_token,
             tls_cert=cert,
             tls_key=key,
+            extra_handlers=self._grpc_handlers,
         )
         self.http = HttpReceiver(
             self.pipeline,
@@ -226,6 +239,7 @@ class Sidecar:
             tls_cert_file=config.tls_cert,
             tls_key_file=config.tls_key,
             read_routes=self._read_routes,
+            page_routes=self._page_routes,
             health=self.health,
         )
         for worker in self.workers:

@@ -1,0 +1,1 @@
+"""LLM judges (spec/judges.md)."""
