@@ -86,3 +86,11 @@ class Judge(Protocol):
     version: str
 
     def evaluate(self, run: JudgeInput) -> list[JudgeResult]: ...
+
+
+class BudgetExhausted(Exception):
+    """The judge budget for the current hour or day is spent; judging pauses until `resume_at`."""
+
+    def __init__(self, message: str, resume_at: float) -> None:
+        super().__init__(message)
+        self.resume_at = resume_at  # unix seconds
