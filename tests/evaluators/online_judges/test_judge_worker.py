@@ -32,11 +32,13 @@ def test_judged_runs_are_stored_with_usage(
         traces, "done"
     )
     [row] = query_scores(judges_store, ScoreFilter.from_params({"trace_id": traces[0]}))
-    assert row["metric"] == "helpful" and row["evaluator"] == "helpful@v1"
+    assert row["metric"] == "helpful"
+    assert row["evaluator"] == "helpful@v1"
     assert (row["score"], row["label"], row["explanation"]) == (0.75, "pass", "mostly right")
     assert (row["model"], row["prompt_tokens"], row["completion_tokens"]) == ("judge-model", 120, 30)
     assert row["cost"] == pytest.approx(150e-6)
-    assert row["latency_ms"] >= 0 and row["details"] == {"runs": 0}
+    assert row["latency_ms"] >= 0
+    assert row["details"] == {"runs": 0}
     assert "error" not in row
     assert worker.counters.per_judge["helpful"].prompt_tokens == 360
     worker.run_once()
@@ -75,8 +77,10 @@ def test_filters_by_agent_task_and_failure(
     drain(JudgeWorker(judges_store.clone, [judge]))
     found = decisions_of(judges_store, "failures")
     assert found[wanted] == ("done", "")
-    assert found[other_agent][0] == "filtered" and "agent 'sales'" in found[other_agent][1]
-    assert found[other_task][0] == "filtered" and "task 'faq'" in found[other_task][1]
+    assert found[other_agent][0] == "filtered"
+    assert "agent 'sales'" in found[other_agent][1]
+    assert found[other_task][0] == "filtered"
+    assert "task 'faq'" in found[other_task][1]
     assert found[succeeded] == ("filtered", "failure: failed, and the run succeeded")
 
 
@@ -88,10 +92,13 @@ def test_error_answers_are_stored_as_error_rows(
     [trace] = add_runs()
     drain(JudgeWorker(judges_store.clone, [make_judge("helpful")]))
     decision, detail = decisions_of(judges_store, "helpful")[trace]
-    assert decision == "error" and "invalid answer" in detail
+    assert decision == "error"
+    assert "invalid answer" in detail
     [row] = query_scores(judges_store, ScoreFilter.from_params({"trace_id": trace}))
-    assert row["score"] is None and "invalid answer" in row["error"]
-    assert row["model"] == "judge-model" and row["prompt_tokens"] == 100
+    assert row["score"] is None
+    assert "invalid answer" in row["error"]
+    assert row["model"] == "judge-model"
+    assert row["prompt_tokens"] == 100
 
 
 def test_budget_pauses_the_judge_and_resumes(
@@ -110,7 +117,8 @@ def test_budget_pauses_the_judge_and_resumes(
         assert worker.run_once() == 0
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
-    assert "'thrifty'" in warnings[0] and "daily token budget 600 spent" in warnings[0]
+    assert "'thrifty'" in warnings[0]
+    assert "daily token budget 600 spent" in warnings[0]
     assert "resumes 2024-10-05T00:00:00Z" in warnings[0]
     assert worker.status() == {
         "thrifty": "paused: daily token budget 600 spent; resumes 2024-10-05T00:00:00Z"
