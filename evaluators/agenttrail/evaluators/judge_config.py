@@ -11,10 +11,11 @@
         agents: [support-bot]  # empty or absent: every agent
         tasks: []
         failure: any           # any | failed | succeeded
-        scope: session         # a type option: everything not online goes to build_judge
+        version: "2026-11"     # optional pin: keeps results under this version across edits
+        options: {scope: session}
 
-Only the online keys are read here; the rest (type, version pin, model settings, type
-options) is handed to the judge registry, which validates it.
+Only the online keys are read here; the rest (type, model settings, type options) is handed
+to the judge registry (judges/registry.py), which validates it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from agenttrail.evaluators.worker import sample_fraction
 
 FailureFilter = Literal["any", "failed", "succeeded"]
 _FAILURE: tuple[FailureFilter, ...] = ("any", "failed", "succeeded")
-ONLINE_KEYS = frozenset({"name", "sample_rate", "agents", "tasks", "failure", "enabled"})
+ONLINE_KEYS = frozenset({"name", "sample_rate", "agents", "tasks", "failure", "enabled", "version"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class JudgeSpec:
     tasks: tuple[str, ...] = ()  # empty: every task
     failure: FailureFilter = "any"
     enabled: bool = True
+    version: str | None = None  # a pin: results keep this version when the prompt or settings change
     source: str = "config"  # where it was configured, for error messages
 
     def filtered_by(self, agent: str, task: str, failed: bool) -> str:
@@ -85,6 +87,9 @@ class JudgeSpec:
         enabled = item.get("enabled", True)
         if not isinstance(enabled, bool):
             raise ConfigError(f"{where}: key 'enabled' must be true or false, got {enabled!r}")
+        version = item.get("version")
+        if version is not None and (not isinstance(version, str | int) or not str(version).strip()):
+            raise ConfigError(f"{where}: key 'version' must be a non-empty string, got {version!r}")
         options = {**defaults, **{key: value for key, value in item.items() if key not in ONLINE_KEYS}}
         return cls(
             name=name,
@@ -94,6 +99,7 @@ class JudgeSpec:
             tasks=_names(item, "tasks", where),
             failure=failure,
             enabled=enabled,
+            version=None if version is None else str(version),
             source=source,
         )
 

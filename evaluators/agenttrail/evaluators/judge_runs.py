@@ -56,13 +56,14 @@ class OnlineJudge:
 
     @property
     def version(self) -> str:
-        return self.judge.version
+        """The configured pin, else the judge's own hash of its prompt and settings."""
+        return self.spec.version or self.judge.version
 
     @property
     def queue_key(self) -> str:
         """Its key in decisions and heartbeats: qualified by name, since two judges may share a
         version (same settings, or the same pinned version)."""
-        return f"{self.spec.name}@{self.judge.version}"
+        return f"{self.spec.name}@{self.version}"
 
 
 @dataclass
@@ -104,16 +105,9 @@ def judge_input(
     reference: StoredReference | None = None,
     session: Sequence[JudgeInput] = (),
 ) -> JudgeInput:
-    """A judge's view of a run in the `trajectories --format json` shape."""
-    return JudgeInput(
-        trace_id=run["trace_id"],
-        agent=run["agent"],
-        task=run["task"],
-        conversation_id=run["conversation_id"],
-        input=run["input"],
-        output=run["output"],
-        tool_calls=tuple(run["tool_calls"]),
-        failure=bool(run["failure"]),
+    """A judge's view of a stored run (`trajectories --format json` shape) with its task's reference."""
+    return JudgeInput.from_trajectory(
+        run,
         reference_trajectory=reference_json(reference) if reference else None,
         expected_response=reference.entry.expected_response if reference else None,
         runs=tuple(session),
@@ -136,15 +130,15 @@ def _seconds(iso: str) -> str:
 
 
 def score_row(
-    judge: str, result: JudgeResult, run: Mapping[str, Any], reference_version: int, stamp: str
+    online: OnlineJudge, result: JudgeResult, run: Mapping[str, Any], reference_version: int, stamp: str
 ) -> tuple[Any, ...]:
     """One stored verdict in JUDGE_SCORE_COLUMNS order; an error keeps Score NULL."""
     return (
         run["trace_id"],
         run["root_span_id"],
         result.metric,
-        judge,
-        result.version,
+        online.name,
+        online.version,
         None if result.error else result.score,
         result.label,
         result.explanation,
@@ -169,7 +163,10 @@ def resume_text(resume_at: float) -> str:
 
 
 def pause_text(pause: BudgetExhausted) -> str:
-    return f"{pause}; resumes {resume_text(pause.resume_at)}"
+    """Which budget is spent and when judging resumes (the client's message usually says both)."""
+    text = str(pause)
+    resumes = resume_text(pause.resume_at)
+    return text if resumes in text else f"{text}; resumes {resumes}"
 
 
 def decide_runs(
@@ -225,7 +222,7 @@ def decide_runs(
         errors = [result.error for result in results if result.error]
         decisions[index] = ("error", errors[0]) if errors else ("done", "" if results else "no result")
         for result in results:
-            scores.append(score_row(online.name, result, run, used_reference, stamp))
+            scores.append(score_row(online, result, run, used_reference, stamp))
             outcome.prompt_tokens += result.prompt_tokens
             outcome.completion_tokens += result.completion_tokens
             outcome.cost += result.cost

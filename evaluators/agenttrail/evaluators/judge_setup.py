@@ -5,23 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.audit import AuditSubject, audit_params, audit_run
 from agenttrail.evaluators.judge_config import JudgesConfig, JudgeSpec
 from agenttrail.evaluators.judge_runs import OnlineJudge
 from agenttrail.evaluators.judge_worker import JudgeWorker
+from agenttrail.evaluators.judges.registry import ClientPool, JudgeDefinition
 from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig
 
 
-def build_online_judge(spec: JudgeSpec) -> OnlineJudge:
-    """The judge a spec describes, with its own client (model settings, budget, concurrency)."""
-    raise ConfigError(f"{spec.source}: judge {spec.name!r}: judge types are not available yet")
+def build_online_judge(spec: JudgeSpec, pool: ClientPool | None = None) -> OnlineJudge:
+    """The judge a spec describes. Judges with equal model settings share one client from `pool`,
+    so they share its budget and its limit of calls in flight."""
+    definition = JudgeDefinition.from_mapping({"name": spec.name, **spec.options}, spec.source)
+    judge = (pool or ClientPool()).build(definition, spec.source)
+    session = getattr(judge, "scope", "run") == "session"
+    return OnlineJudge(spec, judge, definition.settings.concurrency, session)
 
 
-def build_online_judges(config: JudgesConfig) -> list[OnlineJudge]:
-    return [build_online_judge(spec) for spec in config.enabled]
+def build_online_judges(config: JudgesConfig, pool: ClientPool | None = None) -> list[OnlineJudge]:
+    """Every enabled judge of the config, built (ConfigError names the file, judge and key)."""
+    pool = pool or ClientPool()
+    return [build_online_judge(spec, pool) for spec in config.enabled]
 
 
 def audit_subjects(

@@ -12,14 +12,22 @@ from llm_server import LlmServer, Reply
 from otlp_builders import new_span_id, new_trace_id
 
 
-def score_reply(request: dict[str, Any]) -> Reply:
-    """A correct verdict: the score is in the prompt's run so tests can tell runs apart."""
-    return Reply.chat_json({"score": 0.75, "reason": "mostly right"}, prompt_tokens=120, completion_tokens=30)
+def verdict(request: dict[str, Any]) -> Reply:
+    """A correct answer for whichever judge asks: task completion, or trajectory accuracy."""
+    if "sub_goal" in json.dumps(request.get("messages")):
+        answer: dict[str, Any] = {
+            "sub_scores": [{"sub_goal": "answer the user", "evaluation": "yes"}],
+            "complete": "yes",
+            "reason": "all done",
+        }
+    else:
+        answer = {"reasoning": "mostly right", "score": 0.75}
+    return Reply.chat_json(answer, prompt_tokens=120, completion_tokens=30)
 
 
 @pytest.fixture
 def llm() -> Iterator[LlmServer]:
-    with LlmServer(score_reply) as server:
+    with LlmServer(verdict) as server:
         yield server
 
 
@@ -105,100 +113,43 @@ def decisions_of() -> Callable[[Any, str], dict[str, tuple[str, str]]]:
     return decisions
 
 
-class ChatScoreJudge:
-    """A minimal judge over the real `openai` client: asks for {"score", "reason"} about one run.
-
-    Stands in for the judge types until they are merged; the model is the local LlmServer.
-    `token_budget` mimics the judge client's budget: spent tokens raise BudgetExhausted.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        base_url: str,
-        version: str = "v1",
-        *,
-        token_budget: int | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        import openai
-
-        self.name = name
-        self.version = version
-        self.seen: list[Any] = []
-        self._client = openai.OpenAI(base_url=base_url, api_key="test", max_retries=0)
-        self._budget = token_budget
-        self._spent = 0
-        self._clock = clock
-        self._window = 0
-
-    def evaluate(self, run: Any) -> list[Any]:
-        from agenttrail.evaluators.judges.base import BudgetExhausted, JudgeResult
-
-        window = int(self._clock() // 86400)
-        if window != self._window:
-            self._window, self._spent = window, 0
-        if self._budget is not None and self._spent >= self._budget:
-            raise BudgetExhausted(
-                f"daily token budget {self._budget} spent", resume_at=(window + 1) * 86400.0
-            )
-        self.seen.append(run)
-        started = time.monotonic()
-        response = self._client.chat.completions.create(
-            model="judge-model",
-            messages=[
-                {"role": "user", "content": json.dumps({"trace": run.trace_id, "runs": len(run.runs)})}
-            ],
-        )
-        usage = response.usage
-        tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-        self._spent += sum(tokens)
-        common = {
-            "model": response.model,
-            "prompt_tokens": tokens[0],
-            "completion_tokens": tokens[1],
-            "latency_s": time.monotonic() - started,
-            "cost": sum(tokens) * 1e-6,
-        }
-        try:
-            answer = json.loads(response.choices[0].message.content or "")
-            score, reason = float(answer["score"]), str(answer["reason"])
-        except (ValueError, KeyError, TypeError) as exc:
-            return [JudgeResult(self.name, self.version, self.name, error=f"invalid answer: {exc}", **common)]
-        return [
-            JudgeResult(
-                self.name,
-                self.version,
-                self.name,
-                score=score,
-                label="pass" if score >= 0.5 else "fail",
-                explanation=reason,
-                details={"runs": len(run.runs)},
-                **common,
-            )
-        ]
-
-
 @pytest.fixture
 def make_judge(llm: LlmServer) -> Callable[..., Any]:
-    """An OnlineJudge from a spec's online keys: make_judge("helpful", sample_rate=0.5, ...)."""
-    from agenttrail.evaluators.judge_config import JudgeSpec
-    from agenttrail.evaluators.judge_runs import OnlineJudge
+    """A real judge on the local model server, built from a config item as the sidecar builds it:
+    make_judge("helpful", sample_rate=0.5, agents=["bot"], ...)."""
+    from agenttrail.evaluators.judge_config import JudgesConfig
+    from agenttrail.evaluators.judge_setup import build_online_judge
+    from agenttrail.evaluators.judges.budget import BudgetTracker
+    from agenttrail.evaluators.judges.client import OpenAIJudgeClient
+    from agenttrail.evaluators.judges.registry import ClientPool
 
     def make(
         name: str,
         *,
-        version: str = "v1",
-        session: bool = False,
+        type: str = "trajectory_accuracy",
+        options: dict[str, Any] | None = None,
         token_budget: int | None = None,
         clock: Callable[[], float] = time.time,
-        concurrency: int = 4,
-        **online: Any,
-    ) -> OnlineJudge:
-        for key in ("agents", "tasks"):
-            if key in online:
-                online[key] = tuple(online[key])
-        judge = ChatScoreJudge(name, llm.base_url, version, token_budget=token_budget, clock=clock)
-        return OnlineJudge(JudgeSpec(name, {"type": "test"}, **online), judge, concurrency, session)
+        **keys: Any,
+    ) -> Any:
+        item = {
+            "name": name,
+            "type": type,
+            "base_url": llm.base_url,
+            "model": "judge-model",
+            "api_key": "test",
+            "max_retries": 0,
+            "prompt_price_per_1m": 1.0,
+            "completion_price_per_1m": 2.0,
+            "options": {"continuous": True} if options is None else options,
+            **keys,
+        }
+        if token_budget is not None:
+            item["budget"] = {"tokens_per_day": token_budget}
+        [spec] = JudgesConfig.from_document({"judges": [item]}, "test config").judges
+        pool = ClientPool(
+            lambda settings: OpenAIJudgeClient(settings, budget=BudgetTracker(settings.budget, clock))
+        )
+        return build_online_judge(spec, pool)
 
     return make

@@ -51,7 +51,7 @@ def test_backfill_respects_range_limit_and_budget(
     limited = TrajectoryFilter(since=parse_time("4d"), until=parse_time("1d"), agent="a", limit=2)
     assert backfill(judges_store, online, limited).decided == 2
     clock = lambda: 86400.0 * 20_000  # noqa: E731
-    thrifty = make_judge("thrifty", token_budget=300, clock=clock, concurrency=1)
+    thrifty = make_judge("thrifty", token_budget=300, clock=clock, concurrency=1)  # 2 calls
     report = backfill(judges_store, thrifty, TrajectoryFilter(since=parse_time("4d"), limit=100))
     assert report.outcome.pause is not None
     assert report.outcome.decisions["done"] == 2
@@ -72,7 +72,7 @@ def test_audit_lists_every_decision_kind(judges_store: Any, add_runs: Any, make_
         make_judge("thrifty", token_budget=1, clock=clock),
         make_judge("waiting"),
     ]
-    judges[4].judge._spent, judges[4].judge._window = 1, 20_000  # already spent today
+    judges[4].judge.client.budget.record(tokens=1, cost=0.0)  # already spent today
     JudgeWorker(judges_store.clone, judges[:3], lookback_s=86400).run_once()
     llm.responder = lambda request: Reply.chat("not json")
     JudgeWorker(judges_store.clone, judges[3:5], lookback_s=86400, clock=clock).run_once()

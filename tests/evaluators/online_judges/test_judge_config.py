@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from agenttrail.collector.config import load_config
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.judge_config import JudgesConfig, JudgeSpec
+from agenttrail.evaluators.judge_setup import build_online_judges
 from agenttrail.evaluators.worker import sample_fraction
 
 SHIPPED = Path(__file__).parents[3] / "deploy" / "agenttrail.yaml"
@@ -37,14 +38,31 @@ def test_shipped_example_parses(tmp_path: Path) -> None:
     assert [spec.name for spec in config.enabled] == ["task_done", "final_answer"]
     task_done, final_answer, _ = config.judges
     assert (task_done.sample_rate, task_done.agents, task_done.tasks) == (0.1, ("support-bot",), ())
-    assert task_done.options["scope"] == "session"
+    assert task_done.options["options"] == {"scope": "session"}
     assert task_done.options["model"] == "gpt-4o-mini"
     assert final_answer.options["model"] == "gpt-4o"
     assert final_answer.failure == "succeeded"
     assert "sample_rate" not in final_answer.options
+    assert config.judges[2].version == "2026-11-01"
+    built = build_online_judges(config)
+    assert [(j.name, j.session, j.concurrency) for j in built] == [
+        ("task_done", True, 4),
+        ("final_answer", False, 4),
+    ]
     path = tmp_path / "agenttrail.yaml"
     path.write_text(yaml.safe_dump(document))
     assert load_config({}, config_file=path, environ={}).store == "/var/lib/agenttrail"
+
+
+def test_registry_errors_name_the_judge(tmp_path: Path) -> None:
+    """Keys the judge registry does not know, or a bad type, are ConfigErrors naming file and judge."""
+    path = tmp_path / "agenttrail.yaml"
+    path.write_text(yaml.safe_dump({"judges": [{"name": "j", "type": "rubric", "model": "m", "colour": 1}]}))
+    with pytest.raises(ConfigError, match=r"agenttrail.yaml.*judge j.*colour"):
+        build_online_judges(JudgesConfig.from_file(str(path)))
+    path.write_text(yaml.safe_dump({"judges": [{"name": "j", "type": "oracle", "model": "m"}]}))
+    with pytest.raises(ConfigError, match=r"agenttrail.yaml.*unknown type 'oracle'"):
+        build_online_judges(JudgesConfig.from_file(str(path)))
 
 
 @pytest.mark.parametrize(
