@@ -33,6 +33,7 @@ from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.cli_offline import evaluate_command
+from agenttrail.evaluators.judge_setup import install_judges
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
@@ -57,6 +58,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
+    install_judges(sidecar, config_file, config)  # the judge worker only when judges are configured
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)
@@ -190,7 +192,7 @@ def scores(
             r["task"],
             r["metric"],
             "-" if r["score"] is None else f"{r['score']:.3f}",
-            r["label"],
+            f"error: {r['error'][:60]}" if r.get("error") else r["label"],
         ),
     )
 
@@ -247,3 +249,6 @@ def demo(runs: int, seed: int, keep: str | None) -> None:
 
 def main() -> None:
     cli()
+
+
+import agenttrail.evaluators.cli_judges  # noqa: E402, F401  registers audit and backfill (needs open_store)
