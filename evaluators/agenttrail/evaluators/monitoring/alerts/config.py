@@ -334,9 +334,7 @@ def _rule(spec: Any, index: int, channels: Mapping[str, ChannelConfig], parent: 
                 f"labels.{label}", "a label name is letters, digits and _, not starting with a digit"
             )
         if label in reserved:
-            raise where.error(
-                f"labels.{label}", f"reserved (set by agenttrail); reserved: {sorted(reserved)}"
-            )
+            raise where.error(f"labels.{label}", f"set by agenttrail; reserved names: {sorted(reserved)}")
     annotations = _string_map(where, "annotations", spec.get("annotations") or {})
     if "summary" in spec:
         annotations["summary"] = where.parse(spec, "summary", parse_text)
