@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,7 +238,9 @@ class _Where:
                 raise self.error(unknown[0], f"unknown key; known keys: {', '.join(known)}")
         return value
 
-    def parse(self, section: Mapping[str, Any], key: str, parse: Any, *, positive: bool = False) -> Any:
+    def parse(
+        self, section: Mapping[str, Any], key: str, parse: Callable[[Any], Any], *, positive: bool = False
+    ) -> Any:
         try:
             value = parse(section[key])
         except ValueError as exc:

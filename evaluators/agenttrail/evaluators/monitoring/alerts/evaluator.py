@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.errors import StoreError
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.alerts.config import AlertRule, AlertsConfig, describe_rule
+from agenttrail.evaluators.monitoring.alerts.config import (
+    AlertRule,
+    AlertsConfig,
+    ChannelConfig,
+    describe_rule,
+)
 from agenttrail.evaluators.monitoring.alerts.delivery import Dispatcher, send
 from agenttrail.evaluators.monitoring.alerts.history import (
     STATE_COLUMNS,
@@ -55,7 +60,7 @@ class AlertEvaluator(BackgroundLoop):
         config: AlertsConfig,
         *,
         clock: Callable[[], float] = time.time,
-        sender: Callable[..., None] = send,
+        sender: Callable[[ChannelConfig, Notification], None] = send,
     ) -> None:
         super().__init__(
             what="alert evaluation",
