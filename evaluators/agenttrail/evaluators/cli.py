@@ -32,6 +32,7 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
 from agenttrail.evaluators.cli_offline import evaluate_command
 from agenttrail.evaluators.judge_setup import install_judges
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
@@ -59,6 +60,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
     install_judges(sidecar, config_file, config)  # the judge worker only when judges are configured
+    install_alerts(sidecar, config_file)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)
