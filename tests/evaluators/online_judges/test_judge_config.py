@@ -23,7 +23,9 @@ def uncommented_example() -> dict[str, object]:
     """deploy/agenttrail.yaml with its judges example switched on."""
     text = SHIPPED.read_text()
     start = text.index("# judge_defaults:")
-    block = "\n".join(re.sub(r"^# ?", "", line) for line in text[start:].splitlines() if line.startswith("#"))
+    lines = text[start:].splitlines()
+    end = next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+    block = "\n".join(re.sub(r"^# ?", "", line) for line in lines[:end])  # up to the next section
     document = yaml.safe_load(text[:start] + block)
     assert isinstance(document, dict)
     return document
