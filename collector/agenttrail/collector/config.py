@@ -137,7 +137,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     section = document.get("collector", document)
     if not isinstance(section, dict):
         raise ConfigError(f"config file {file}: 'collector' must be a mapping of settings")
-    return {key: value for key, value in section.items() if key not in ("evaluators", "judges", "alerts")}
+    return {
+        key: value
+        for key, value in section.items()
+        if key not in ("evaluators", "judges", "alerts", "metrics_export")
+    }
 
 
 def load_config(

@@ -1,0 +1,1 @@
+"""Monitoring: metrics over time, drift, alerts, exports."""
