@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# One OTLP export (retries included) gives up after this: a dead endpoint must not hold up stop().
+EXPORT_TIMEOUT_S = 5
+
 _RUNS = """
 SELECT toUnixTimestamp64Micro(AssembledAt), TraceId, RootSpanId, Revision, toUnixTimestamp64Micro(Start),
        Agent, Task, Failure, LatencyS, ToolNames, ToolStatuses, InputTokens, OutputTokens
@@ -246,10 +249,12 @@ def otlp_metric_exporter(config: MetricsExportConfig) -> MetricExporter:
     if config.otlp_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter(endpoint=config.otlp_endpoint, headers=headers)
+        return OTLPMetricExporter(endpoint=config.otlp_endpoint, headers=headers, timeout=EXPORT_TIMEOUT_S)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetrics
 
-    return HttpMetrics(endpoint=signal_url(config.otlp_endpoint, "metrics"), headers=headers)
+    return HttpMetrics(
+        endpoint=signal_url(config.otlp_endpoint, "metrics"), headers=headers, timeout=EXPORT_TIMEOUT_S
+    )
 
 
 def otlp_log_exporter(config: MetricsExportConfig) -> LogRecordExporter:
@@ -259,10 +264,12 @@ def otlp_log_exporter(config: MetricsExportConfig) -> LogRecordExporter:
     if config.otlp_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 
-        return OTLPLogExporter(endpoint=config.otlp_endpoint, headers=headers)
+        return OTLPLogExporter(endpoint=config.otlp_endpoint, headers=headers, timeout=EXPORT_TIMEOUT_S)
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
 
-    return HttpLogs(endpoint=signal_url(config.otlp_endpoint, "logs"), headers=headers)
+    return HttpLogs(
+        endpoint=signal_url(config.otlp_endpoint, "logs"), headers=headers, timeout=EXPORT_TIMEOUT_S
+    )
 
 
 def signal_url(endpoint: str, signal: str) -> str:

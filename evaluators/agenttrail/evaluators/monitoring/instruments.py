@@ -185,5 +185,6 @@ class AgentMetrics:
         """Push to OTLP now (tests, shutdown)."""
         return self.provider.force_flush(int(timeout_s * 1000))
 
-    def shutdown(self) -> None:
-        self.provider.shutdown()
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Push the last OTLP export (bounded: a dead endpoint must not hold up the sidecar's stop)."""
+        self.provider.shutdown(timeout_millis=timeout_s * 1000)
