@@ -32,6 +32,7 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators import cli_monitoring  # noqa: F401  stats, drift, the drift monitor
 from agenttrail.evaluators.cli_offline import evaluate_command
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
