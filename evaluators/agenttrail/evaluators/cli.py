@@ -32,9 +32,12 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators import cli_report  # noqa: F401  registers `agenttrail report`
+from agenttrail.evaluators import (
+    cli_monitoring,  # noqa: F401  stats, drift, the drift monitor
+    cli_report,  # noqa: F401  registers `agenttrail report`
+)
 from agenttrail.evaluators.cli_offline import evaluate_command
-from agenttrail.evaluators.monitoring.install import install_monitoring
+from agenttrail.evaluators.monitoring.export_install import install_export_and_report
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
@@ -59,7 +62,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
-    install_monitoring(sidecar, config_file)
+    install_export_and_report(sidecar, config_file)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)

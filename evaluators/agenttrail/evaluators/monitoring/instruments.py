@@ -32,14 +32,16 @@ from opentelemetry.sdk.resources import Resource
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
+from agenttrail.evaluators.monitoring.sources import RUN_METRICS
 
 OTHER = "_other"
 # Run latency buckets: LLM agents take from a fraction of a second to minutes.
 DURATION_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # Scores are mostly in [0, 1]; a mean is sum/count whatever the scale.
 SCORE_BUCKETS = tuple(i / 10 for i in range(11))
-# Already exported as run metrics (runs_total{status}, run_duration_seconds).
-RUN_LEVEL_SCORES = frozenset({"latency", "failure"})
+# Scores the evaluator writes for every run, already exported as runs_total{status} and
+# run_duration_seconds.
+RUN_LEVEL_SCORES = frozenset(RUN_METRICS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,7 @@
-"""What `agenttrail report` shows, read from ClickHouse in a few small queries.
+"""What `agenttrail report` shows, read from ClickHouse.
+
+The time buckets are `agenttrail stats`'s (`query_stats`: the same numbers in both places);
+the per-agent summary and the worst runs are queries of their own over the same `sources`.
 
 `report_rows` returns JSON-ready rows tagged by `kind` (runs, summary, score, drift, alert, worst,
 note); the sidecar serves the same rows at `GET /api/v1/report`, so the CLI reads through a
@@ -15,7 +18,6 @@ named here (a note in the report says what was skipped and why):
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,13 +25,13 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.instruments import RUN_LEVEL_SCORES
+from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
+from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.monitoring.timespec import parse_duration_s
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
 BUCKETS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 MAX_AUTO_BUCKETS = 60
-_BUCKET = re.compile(r"^(\d+)\s*([smhd])$")
-_BUCKET_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 DRIFT_COLUMNS = (
     "DetectedAt",
@@ -52,14 +54,8 @@ ALERT_LOOKBACK = timedelta(days=7)
 
 
 def parse_bucket(text: str) -> int:
-    """`30s`, `5m`, `1h`, `1d` -> seconds (1 minute to 1 day)."""
-    match = _BUCKET.match(text.strip())
-    if not match:
-        raise QueryError(f"bucket {text!r}: write a size such as 1m, 5m, 1h or 1d")
-    seconds = int(match.group(1)) * _BUCKET_UNITS[match.group(2)]
-    if not 60 <= seconds <= 86400:
-        raise QueryError(f"bucket {text!r}: must be between 1m and 1d")
-    return seconds
+    """`5m`, `1h`, `1d` -> seconds (1 minute to 1 day), as `agenttrail stats --bucket` reads it."""
+    return parse_duration_s(text, what="bucket", low_s=60, high_s=86_400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,48 +110,20 @@ class ReportQuery:
             raise QueryError(f"bad report parameter: {exc}") from exc
 
 
-_BUCKET_EXPR = "toUnixTimestamp(toStartOfInterval({column}, toIntervalSecond({{bucket:UInt32}})))"
-
-_RUN_BUCKETS = f"""
-SELECT Agent, {_BUCKET_EXPR.format(column="Start")} AS b, count(), sum(Failure),
-       quantiles(0.5, 0.95, 0.99)(LatencyS)
-FROM trajectories FINAL WHERE {{where}}
-GROUP BY Agent, b ORDER BY Agent, b
-"""
-_RUN_SUMMARY = """
-SELECT Agent, count(), sum(Failure), quantiles(0.5, 0.95, 0.99)(LatencyS), sum(ToolCount),
-       sum(arrayCount(s -> s = 'error', ToolStatuses)), sum(InputTokens), sum(OutputTokens)
-FROM trajectories FINAL WHERE {where}
-GROUP BY Agent ORDER BY Agent
-"""
-# The latest score of each (run, metric), whatever evaluator version wrote it.
-_LATEST_SCORES = """
-SELECT Agent, TraceId, RootSpanId, Metric, RunStart, argMax(Score, CreatedAt) AS s
-FROM scores WHERE {where} AND Score IS NOT NULL AND Metric NOT IN {excluded:Array(String)}
-GROUP BY Agent, TraceId, RootSpanId, Metric, RunStart
-"""
-_SCORE_BUCKETS = f"""
-SELECT Agent, Metric, {_BUCKET_EXPR.format(column="RunStart")} AS b, count(), avg(s),
-       if(count() > 1, stddevSamp(s), 0)
-FROM ({_LATEST_SCORES}) GROUP BY Agent, Metric, b ORDER BY Agent, Metric, b
-"""
-_RUN_COLUMNS = """t.Agent, t.TraceId, t.RootSpanId, toUnixTimestamp64Micro(t.Start), t.Task, t.LatencyS,
-t.Failure, t.ErrorType, t.ToolCalls"""
-_WORST_FAILED = f"""
-SELECT {_RUN_COLUMNS}, NULL FROM trajectories AS t FINAL WHERE {{where}} AND t.Failure = 1
-ORDER BY t.Start DESC LIMIT {{worst:UInt32}} BY t.Agent
-"""
-_WORST_SLOWEST = f"""
-SELECT {_RUN_COLUMNS}, NULL FROM trajectories AS t FINAL WHERE {{where}}
-ORDER BY t.LatencyS DESC LIMIT {{worst:UInt32}} BY t.Agent
-"""
-_WORST_SCORED = f"""
-SELECT {_RUN_COLUMNS}, low.mean FROM trajectories AS t FINAL
+_RUN_SUMMARY = """Agent, count(), sum(Failure), quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS),
+sum(ToolCount), sum(arrayCount(s -> s = 'error', ToolStatuses)), sum(InputTokens), sum(OutputTokens)"""
+_RUN_COLUMNS = """Agent, TraceId, RootSpanId, toUnixTimestamp64Micro(Start), Task, LatencyS, Failure,
+ErrorType, ToolCalls"""
+# The lowest mean score per run over its evaluation metrics, joined back to the run.
+_LOWEST_SCORED = """
+SELECT t.Agent, t.TraceId, t.RootSpanId, toUnixTimestamp64Micro(t.Start), t.Task, t.LatencyS, t.Failure,
+       t.ErrorType, t.ToolCalls, low.mean
+FROM ({runs}) AS t
 INNER JOIN (
-    SELECT Agent, TraceId, RootSpanId, avg(s) AS mean FROM ({_LATEST_SCORES})
+    SELECT Agent, TraceId, RootSpanId, avg(Score) AS mean FROM ({scores})
     GROUP BY Agent, TraceId, RootSpanId ORDER BY mean ASC, TraceId LIMIT {{worst:UInt32}} BY Agent
 ) AS low ON t.TraceId = low.TraceId AND t.RootSpanId = low.RootSpanId
-WHERE t.IsDeleted = 0 ORDER BY t.Agent, low.mean ASC
+ORDER BY t.Agent, low.mean ASC
 """
 _DRIFT = """
 SELECT toUnixTimestamp64Micro(toDateTime64(DetectedAt, 6)), Agent, Task, Metric, Test, PValue, EffectSize,
@@ -171,46 +139,49 @@ ORDER BY Fingerprint, At LIMIT 100000
 """
 
 
-def _sql(template: str, where: str) -> str:
-    """Put the conditions in (not str.format: the templates hold ClickHouse `{name:Type}` parameters)."""
-    return template.replace("{where}", where)
-
-
-def _where(query: ReportQuery, start_column: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
-    """The range/agent conditions; `prefix` qualifies columns (each clause starts with its column)."""
+def _conditions(query: ReportQuery, start_column: str) -> tuple[list[str], dict[str, Any]]:
+    """The range and agent conditions on `start_column`, with every parameter the queries use."""
     clauses, params = query.runs_filter().where_clauses(start_column)
-    if start_column == "Start":
-        clauses.insert(0, "IsDeleted = 0")
-    clauses = [prefix + clause for clause in clauses]
-    params.update(bucket=query.bucket, worst=query.worst, excluded=sorted(RUN_LEVEL_SCORES))
-    return " AND ".join(clauses), params
+    params.update(worst=query.worst, run_metrics=list(RUN_METRICS))
+    return clauses, params
 
 
-def _iso(seconds: float) -> str:
-    return iso_utc(int(seconds * 1_000_000))
-
-
-def _quantiles(values: Sequence[float]) -> dict[str, float]:
-    return dict(zip(("p50", "p95", "p99"), (float(v) for v in values), strict=True))
+def _quantiles(values: Sequence[float | None]) -> dict[str, float | None]:
+    return dict(zip(("p50", "p95", "p99"), values, strict=True))
 
 
 def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     """Every row the report needs, tagged by `kind`; the body of `GET /api/v1/report`."""
     rows: list[dict[str, Any]] = [{"kind": "range", "bucket_s": query.bucket, **query.to_params()}]
-    where, params = _where(query, "Start")
-    for agent, bucket, runs, failures, quantiles in store.query(_sql(_RUN_BUCKETS, where), params):
-        rows.append(
+    stats = StatsQuery(since=query.since, until=query.until, bucket_s=query.bucket, agent=query.agent)
+    for found in query_stats(store, stats):
+        if found["runs"]:
+            rows.append(
+                {
+                    "kind": "runs",
+                    "agent": found["agent"],
+                    "bucket": found["bucket_start"],
+                    "runs": found["runs"],
+                    "failures": found["failures"],
+                    "p50": found["latency_p50_s"],
+                    "p95": found["latency_p95_s"],
+                    "p99": found["latency_p99_s"],
+                }
+            )
+        rows.extend(
             {
-                "kind": "runs",
-                "agent": agent,
-                "bucket": _iso(bucket),
-                "runs": int(runs),
-                "failures": int(failures),
-                **_quantiles(quantiles),
+                "kind": "score",
+                "agent": found["agent"],
+                "metric": metric,
+                "bucket": found["bucket_start"],
+                **values,
             }
+            for metric, values in found["metrics"].items()
+            if values["count"]
         )
+    clauses, params = _conditions(query, "Start")
     for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in store.query(
-        _sql(_RUN_SUMMARY, where), params
+        runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params
     ):
         rows.append(
             {
@@ -225,21 +196,6 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
                 "output_tokens": int(tokens_out),
             }
         )
-    score_where, score_params = _where(query, "RunStart")
-    for agent, metric, bucket, count, mean, std in store.query(
-        _sql(_SCORE_BUCKETS, score_where), score_params
-    ):
-        rows.append(
-            {
-                "kind": "score",
-                "agent": agent,
-                "metric": metric,
-                "bucket": _iso(bucket),
-                "count": int(count),
-                "mean": float(mean),
-                "std": float(std),
-            }
-        )
     rows.extend(_worst_runs(store, query))
     rows.extend(_drift_rows(store, query))
     rows.extend(_alert_rows(store, query))
@@ -247,17 +203,28 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
 
 
 def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+    """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
+    clauses, params = _conditions(query, "Start")
+    score_clauses, score_params = _conditions(query, "RunStart")
+    score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
+    scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
+    by_agent = " LIMIT {worst:UInt32} BY Agent"
     rows: list[dict[str, Any]] = []
-    where, params = _where(query, "Start", prefix="t.")
-    score_where, score_params = _where(query, "RunStart")
     for why, sql, sql_params in (
-        ("failed", _sql(_WORST_FAILED, where), params),
-        ("slowest", _sql(_WORST_SLOWEST, where), params),
-        ("lowest_scored", _sql(_WORST_SCORED, score_where), score_params),
+        (
+            "failed",
+            runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC" + by_agent,
+            params,
+        ),
+        ("slowest", runs_sql(clauses, _RUN_COLUMNS) + " ORDER BY LatencyS DESC" + by_agent, params),
+        (
+            "lowest_scored",
+            _LOWEST_SCORED.format(runs=runs_sql(clauses, "*"), scores=scores),
+            {**params, **score_params},
+        ),
     ):
-        for agent, trace_id, root, start_us, task, latency, failure, error_type, calls, score in store.query(
-            sql, sql_params
-        ):
+        for found in store.query(sql, sql_params):
+            agent, trace_id, root, start_us, task, latency, failure, error_type, calls = found[:9]
             rows.append(
                 {
                     "kind": "worst",
@@ -271,7 +238,7 @@ def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
                     "failure": int(failure),
                     "error_type": error_type,
                     "tool_calls": json.loads(calls) if calls else [],
-                    "mean_score": None if score is None else float(score),
+                    "mean_score": float(found[9]) if len(found) > 9 and found[9] is not None else None,
                 }
             )
     return rows

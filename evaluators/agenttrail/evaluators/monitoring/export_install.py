@@ -1,4 +1,4 @@
-"""What monitoring adds to every sidecar `serve` builds (called from `install_evaluator`)."""
+"""The metrics export and the report route, added to every sidecar (from `install_evaluator`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from agenttrail.evaluators.monitoring.exporter import install_metrics_export
 from agenttrail.evaluators.monitoring.report import install_report_route
 
 
-def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
+def install_export_and_report(sidecar: Sidecar, config_file: str | None) -> None:
     """The metrics export (Prometheus /metrics, OTLP) and the report's read route."""
     install_metrics_export(sidecar, config_file)
     install_report_route(sidecar)
