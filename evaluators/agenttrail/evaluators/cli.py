@@ -28,13 +28,19 @@ from agenttrail.collector.cli import (
     run_filter_options,
     store_options,
 )
+from agenttrail.collector.config import EXTENSION_SECTIONS
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators import (
+    cli_monitoring,  # noqa: F401  stats, drift, the drift monitor
+    cli_report,  # noqa: F401  registers `agenttrail report`
+)
 from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
 from agenttrail.evaluators.cli_offline import evaluate_command
 from agenttrail.evaluators.judge_setup import install_judges
+from agenttrail.evaluators.monitoring.export_install import install_export_and_report
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
@@ -61,9 +67,13 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.on_assembled.append(worker.wake)
     install_judges(sidecar, config_file, config)  # the judge worker only when judges are configured
     install_alerts(sidecar, config_file)
+    install_export_and_report(sidecar, config_file)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)
+EXTENSION_SECTIONS.update(
+    ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
+)
 cli.add_command(evaluate_command)
 
 
