@@ -468,8 +468,9 @@ def analyse_drift(
     windows: dict[str, tuple[Samples, Samples]] = {}
 
     def samples(agent: str, window: int) -> Samples:
-        pair = windows.setdefault(agent, (Samples(), Samples()))
-        return pair[window]
+        if agent not in windows:
+            windows[agent] = (Samples(), Samples())
+        return windows[agent][window]
 
     run_window = _window_sql("Start", "AgentVersion = {version:String}", query.baseline.version is not None)
     counts = store.query(
