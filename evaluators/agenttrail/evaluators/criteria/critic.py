@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrail.evaluators.criteria.model import CriteriaError, Criterion, parse_criteria_list
-from agenttrail.evaluators.criteria.prompts import DATA_RULE, render_runs
+from agenttrail.evaluators.criteria.prompts import render_runs, system_message, user_message
 from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeCall, JudgeInput
+from agenttrail.evaluators.judges.render import data_section
 
 JUDGE_NAME = "criteria-critic"
 
@@ -61,7 +62,6 @@ def _system(count: int) -> str:
         "- accepted_values: at least two ordered labels, worst first, each with its own number\n"
         '  (e.g. "Not clear" 0, "Moderately clear" 1, "Very clear" 2).\n'
         "Criteria must be distinct from each other and judgeable from a run alone.\n"
-        f"{DATA_RULE}\n"
         f"Answer with JSON only, shaped as {_ANSWER_SHAPE}."
     )
 
@@ -92,18 +92,15 @@ def critic_messages(
     failed: Sequence[JudgeInput] = (),
     *,
     count: int = 5,
-) -> list[dict[str, str]]:
-    parts = [f"Task description:\n<task>\n{task.strip()}\n</task>"]
+) -> list[dict[str, Any]]:
+    parts = ["The task the agent is given:\n\n" + data_section("task_description", task.strip())]
     if successful:
         parts.append("Successful runs of the agent:\n" + render_runs(successful, "successful_run"))
     if failed:
         parts.append("Failed runs of the agent:\n" + render_runs(failed, "failed_run"))
     if successful or failed:
         parts.append("Propose criteria that a successful run meets better than a failed one.")
-    return [
-        {"role": "system", "content": _system(count)},
-        {"role": "user", "content": "\n\n".join(parts)},
-    ]
+    return [system_message(_system(count)), user_message("\n\n".join(parts))]
 
 
 def propose_criteria(

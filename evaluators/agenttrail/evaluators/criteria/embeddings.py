@@ -7,6 +7,7 @@ no network. It lives in the optional `embeddings` extra (it needs torch).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import Sequence
@@ -43,6 +44,8 @@ class LocalEmbedder:
             sentence_transformers = importlib.import_module("sentence_transformers")
         except ImportError as exc:
             raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
+        with contextlib.suppress(ImportError, AttributeError):  # no progress bar on the CLI's stderr
+            importlib.import_module("transformers").utils.logging.disable_progress_bar()
         path = packaged.get_model_path()
         self.name = f"local:{LOCAL_MODEL}"
         self._model: Any = sentence_transformers.SentenceTransformer(str(path), device=device)

@@ -13,7 +13,7 @@ from typing import Any
 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.criteria.model import CriteriaSet
-from agenttrail.evaluators.criteria.prompts import DATA_RULE, render_run
+from agenttrail.evaluators.criteria.prompts import render_run, system_message, user_message
 from agenttrail.evaluators.criteria.runs import Run
 from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeInput, JudgeResult
 from agenttrail.evaluators.worker import SCORE_COLUMNS
@@ -67,7 +67,7 @@ def make_validator(criteria_set: CriteriaSet) -> Any:
     return validate
 
 
-def quantifier_messages(criteria_set: CriteriaSet, run: JudgeInput) -> list[dict[str, str]]:
+def quantifier_messages(criteria_set: CriteriaSet, run: JudgeInput) -> list[dict[str, Any]]:
     lines = []
     for criterion in criteria_set.criteria:
         values = ", ".join(f'"{a.label}" ({a.value:g})' for a in criterion.accepted_values)
@@ -75,12 +75,11 @@ def quantifier_messages(criteria_set: CriteriaSet, run: JudgeInput) -> list[dict
     system = (
         "You assess one run of an AI agent against evaluation criteria. For every criterion pick "
         "exactly one of its accepted labels and explain the choice in one sentence.\n"
-        f"{DATA_RULE}\n"
         'Answer with JSON only: {"<criterion name>": {"label": "...", "explanation": "..."}, ...}.'
     )
     task = f"Task: {criteria_set.task}\n\n" if criteria_set.task else ""
     user = f"{task}Criteria:\n" + "\n".join(lines) + "\n\nThe run:\n" + render_run(run)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    return [system_message(system), user_message(user)]
 
 
 def quantify_run(
