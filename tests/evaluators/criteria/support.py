@@ -123,3 +123,21 @@ def judge_args(server: LlmServer) -> list[str]:
 
 def store_args(chdb_dir: Any, database: str) -> list[str]:
     return ["--store", str(chdb_dir), "--database", database]
+
+
+def answer_by_steps(request: dict[str, Any]) -> Any:
+    """A quantifier answer whose completeness follows the run's step count (2+: all, 1: some, 0: missing)."""
+    from llm_server import Reply
+
+    label = {0: "missing steps", 1: "some steps"}.get(step_count(request), "all steps")
+    return Reply.chat_json(
+        {
+            "completeness": {"label": label, "explanation": f"{step_count(request)} steps"},
+            "politeness": {"label": "polite", "explanation": "says thank you"},
+        }
+    )
+
+
+def write_set(path: Any, document: dict[str, Any] | None = None) -> str:
+    path.write_text(json.dumps(document or SET_DOCUMENT), encoding="utf-8")
+    return str(path)
