@@ -93,16 +93,18 @@ class JudgeSettings:
             raise ConfigError(f"max_tokens: expected a positive integer, got {self.max_tokens!r}")
 
     @classmethod
-    def keys(cls) -> frozenset[str]:
+    def setting_names(cls) -> frozenset[str]:
         """The setting names a judge definition may carry."""
         return frozenset(item.name for item in fields(cls))
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any], source: str) -> JudgeSettings:
         """Settings from a config mapping; unknown keys or bad values raise ConfigError naming them."""
-        unknown = sorted(set(mapping) - cls.keys())
+        unknown = sorted(set(mapping) - cls.setting_names())
         if unknown:
-            raise ConfigError(f"{source}: unknown judge setting(s) {unknown}; known: {sorted(cls.keys())}")
+            raise ConfigError(
+                f"{source}: unknown judge setting(s) {unknown}; known: {sorted(cls.setting_names())}"
+            )
         values: dict[str, Any] = {}
         for key, value in mapping.items():
             try:
@@ -111,11 +113,10 @@ class JudgeSettings:
                 raise ConfigError(f"{source}: {key}: {exc}") from exc
         if "budget" in mapping:
             values["budget"] = JudgeBudget.from_mapping(mapping["budget"], source)
+        values.setdefault("model", "")  # so a missing model gets the message saying where to set it
         try:
             return cls(**values)
         except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from exc
-        except TypeError as exc:  # a required setting missing
             raise ConfigError(f"{source}: {exc}") from exc
 
     def resolved_api_key(self, environ: Mapping[str, str] | None = None) -> str:
@@ -175,7 +176,7 @@ _CONVERT: Final[dict[str, Callable[[Any], Any]]] = {
     "backoff_max_s": _float,
     "retry_after_max_s": _float,
 }
-assert set(_CONVERT) == JudgeSettings.keys(), "converters and settings differ"
+assert set(_CONVERT) == JudgeSettings.setting_names(), "converters and settings differ"
 
 
 @dataclass(slots=True)
