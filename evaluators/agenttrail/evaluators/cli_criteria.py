@@ -49,7 +49,8 @@ from agenttrail.evaluators.criteria.model import (
     load_criteria_file,
     parse_criteria_list,
 )
-from agenttrail.evaluators.criteria.quantifier import quantify_run, store_results
+from agenttrail.evaluators.criteria.quantifier import quantify_run
+from agenttrail.evaluators.criteria.results import store_results
 from agenttrail.evaluators.criteria.robustness import (
     DEFAULT_MAX_SPREAD,
     DEFAULT_MIN_GAP,

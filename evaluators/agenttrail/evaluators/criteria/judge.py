@@ -8,7 +8,8 @@ In a judges config:
         criteria_set: refund-quality   # a set saved with `agenttrail criteria save`
         version: 2                     # optional: the newest version by default
 
-`file: reviewed.yaml` instead of `criteria_set` runs a set straight from a file (draft version).
+`file: reviewed.yaml` (or `definition:`, the set document inline) instead of `criteria_set` runs
+a set that is not saved, under its draft version.
 Saved sets are read from the store that `bind_store` names; the sidecar binds its own.
 """
 
@@ -21,12 +22,17 @@ from typing import Any
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.criteria.model import CriteriaError, CriteriaSet, load_criteria_file
+from agenttrail.evaluators.criteria.model import (
+    CriteriaError,
+    CriteriaSet,
+    load_criteria_file,
+    parse_criteria_set,
+)
 from agenttrail.evaluators.criteria.quantifier import quantify_run
 from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS, StoredCriteriaSet, get_set
 from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeInput, JudgeResult
 
-OPTIONS = frozenset({"criteria_set", "version", "file"})
+OPTIONS = frozenset({"criteria_set", "version", "file", "definition"})
 
 _bound: list[Callable[[], Store]] = []
 _bound_lock = threading.Lock()
@@ -106,21 +112,27 @@ class CriteriaJudge:
 def criteria_judge_factory(
     name: str, options: Mapping[str, Any], client: ChatJudgeClient, source: str
 ) -> CriteriaJudge:
-    """Build a `CriteriaJudge` from config options; ConfigError names `source` and the option."""
-    where = f"{source}: judge {name!r}"
+    """A criteria set (AgentEval): a label and number per criterion (criteria_set+version, file, definition).
+
+    ConfigError names `source` and the option at fault.
+    """
+    where = source
     unknown = set(options) - OPTIONS
     if unknown:
         raise ConfigError(f"{where}: unknown criteria option(s) {sorted(unknown)}; known: {sorted(OPTIONS)}")
-    set_name, path, version = options.get("criteria_set"), options.get("file"), options.get("version")
-    if bool(set_name) == bool(path):
-        raise ConfigError(f"{where}: give either criteria_set (a saved set's name) or file")
+    set_name, version = options.get("criteria_set"), options.get("version")
+    path, definition = options.get("file"), options.get("definition")
+    if sum(1 for given in (set_name, path, definition) if given) != 1:
+        raise ConfigError(f"{where}: give one of criteria_set (a saved set's name), file or definition")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
         raise ConfigError(f"{where}: version must be a positive whole number, got {version!r}")
-    if path:
+    if not set_name:
         if version is not None:
-            raise ConfigError(f"{where}: version applies to saved sets (criteria_set), not to a file")
+            raise ConfigError(f"{where}: version applies to saved sets (criteria_set) only")
         try:
-            criteria_set = load_criteria_file(str(path))
+            criteria_set = (
+                load_criteria_file(str(path)) if path else parse_criteria_set(definition, "definition")
+            )
         except CriteriaError as exc:
             raise ConfigError(f"{where}: {exc}") from exc
         return CriteriaJudge(name, client, criteria_set=criteria_set)

@@ -53,16 +53,7 @@ def run_from_json(document: Mapping[str, Any], where: str = "run") -> Run:
         except ValueError as exc:
             raise CriteriaError(f"{where}: 'start' {start!r} is not ISO 8601") from exc
     return Run(
-        JudgeInput(
-            trace_id=str(document.get("trace_id") or ""),
-            agent=str(document.get("agent") or ""),
-            task=str(document.get("task") or ""),
-            conversation_id=str(document.get("conversation_id") or ""),
-            input=document.get("input"),
-            output=document.get("output"),
-            tool_calls=tuple(calls),
-            failure=bool(document.get("failure")),
-        ),
+        JudgeInput.from_trajectory(document),
         root_span_id=str(document.get("root_span_id") or ""),
         start_s=start_s,
         revision=int(document.get("revision") or 0),
