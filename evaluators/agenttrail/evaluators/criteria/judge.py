@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.schema import migrate
@@ -28,9 +28,10 @@ from agenttrail.evaluators.criteria.model import (
     load_criteria_file,
     parse_criteria_set,
 )
-from agenttrail.evaluators.criteria.quantifier import quantify_run
 from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS, StoredCriteriaSet, get_set
-from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeInput, JudgeResult
+
+if TYPE_CHECKING:  # the judges package imports this module (its registry)
+    from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeInput, JudgeResult
 
 OPTIONS = frozenset({"criteria_set", "version", "file", "definition"})
 
@@ -106,6 +107,10 @@ class CriteriaJudge:
         return self.__dict__[attribute]
 
     def evaluate(self, run: JudgeInput) -> list[JudgeResult]:
+        # Imported here: the judges package imports this module (its registry), and the
+        # quantifier imports the judges' render helpers.
+        from agenttrail.evaluators.criteria.quantifier import quantify_run
+
         return quantify_run(self._client, self.criteria_set, self.version, run)
 
 
