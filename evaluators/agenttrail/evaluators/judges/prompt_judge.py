@@ -224,6 +224,11 @@ class PromptJudge:
         parts.append(f"{intro}\n\n{self.render(run)}")
         return [system_message(self.instructions), user_message("\n\n".join(parts), self.images(run))]
 
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The metric names this judge's results carry."""
+        return (self.name,)
+
     def result(self, metric: str | None = None, **fields: Any) -> JudgeResult:
         return JudgeResult(judge=self.name, version=self.version, metric=metric or self.name, **fields)
 

@@ -41,6 +41,20 @@ JUDGE_TYPES: dict[str, JudgeFactory] = {
 }
 
 _DEFINITION_KEYS: Final = frozenset({"name", "type", "options"})
+SCHEDULING_KEYS: Final = frozenset(
+    {
+        "sample_rate",
+        "rules",
+        "filters",
+        "agent",
+        "task",
+        "agents",
+        "tasks",
+        "failure",
+        "always_sample_failures",
+    }
+)
+"""Keys of a judge definition that only the online scheduler reads; offline evaluation ignores them."""
 
 
 def judge_types() -> dict[str, str]:

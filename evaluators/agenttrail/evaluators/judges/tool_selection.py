@@ -113,6 +113,13 @@ class ToolSelectionJudge(PromptJudge):
             meaning={"tool_correctness": self.tool_correctness},
         )
 
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        combined = (
+            ("tool_correctness", "tool_correctness_success") if self.tool_correctness is not None else ()
+        )
+        return (self.name, *combined)
+
     def missing_reason(self, run: JudgeInput) -> str:
         return "" if run.available_tools else "no available tools for this run: nothing to select from"
 
