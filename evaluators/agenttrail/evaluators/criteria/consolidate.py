@@ -91,9 +91,10 @@ def consolidate(
     used: dict[str, int] = {}
     kept_all: list[Criterion] = []
     for members in _groups(similarity, threshold):
+        # Rounded so that float noise does not beat the first-proposed tie-break.
         centre = max(
             members,
-            key=lambda i: (sum(similarity[i][j] for j in members) / len(members), -i),
+            key=lambda i: (round(sum(similarity[i][j] for j in members) / len(members), 6), -i),
         )
         kept = criteria[centre]
         clash = used.get(kept.name.casefold(), 0)

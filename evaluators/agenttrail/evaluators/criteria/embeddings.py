@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -44,7 +45,8 @@ class LocalEmbedder:
             sentence_transformers = importlib.import_module("sentence_transformers")
         except ImportError as exc:
             raise EmbeddingError(f"{_INSTALL_HINT} ({exc})") from exc
-        with contextlib.suppress(ImportError, AttributeError):  # no progress bar on the CLI's stderr
+        logging.getLogger("sentence_transformers").setLevel(logging.WARNING)  # no load chatter on stderr
+        with contextlib.suppress(ImportError, AttributeError):
             importlib.import_module("transformers").utils.logging.disable_progress_bar()
         path = packaged.get_model_path()
         self.name = f"local:{LOCAL_MODEL}"

@@ -37,7 +37,8 @@ class AcceptedValue:
     value: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"label": self.label, "value": self.value}
+        value: float | int = int(self.value) if self.value.is_integer() else self.value
+        return {"label": self.label, "value": value}
 
 
 @dataclass(frozen=True, slots=True)
