@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+import agenttrail.evaluators.cli_criteria  # noqa: F401  registers `agenttrail criteria`
 from agenttrail.collector.cli import (
     SIDECAR_EXTENSIONS,
     SidecarApi,
