@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -138,7 +139,15 @@ def wait_ready(store: Path, process: subprocess.Popen[bytes]) -> dict[str, str]:
     raise SystemExit("agenttrail serve did not start")
 
 
-def bench_ingest(requests: int, clients: int) -> dict[str, float]:
+def bench_ingest(
+    requests: int,
+    clients: int,
+    *,
+    config_file: str | None = None,
+    after_stored: Callable[[dict[str, str]], None] | None = None,
+) -> dict[str, float]:
+    """Persisted spans/s; `config_file` configures the sidecar, `after_stored` runs (given the
+    sidecar's addresses) once every span is stored, before the sidecar stops."""
     bodies = [agent_request(i) for i in range(requests)]
     total = requests * SPANS_PER_REQUEST
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
@@ -159,6 +168,7 @@ def bench_ingest(requests: int, clients: int) -> dict[str, float]:
                 "127.0.0.1:0",
                 "--max-queue-spans",
                 str(max(total, 200_000)),
+                *(["--config", config_file] if config_file else []),
             ],
         )
         try:
@@ -195,6 +205,8 @@ def bench_ingest(requests: int, clients: int) -> dict[str, float]:
                 time.sleep(0.01)
             stored = time.perf_counter()
             channel.close()
+            if after_stored is not None:
+                after_stored(info)
         finally:
             process.terminate()
             process.wait(60)

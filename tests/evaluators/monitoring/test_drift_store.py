@@ -175,7 +175,7 @@ def test_stats_and_drift_commands_read_through_the_running_sidecar(
     assert drift.exit_code == 0, drift.output
     results = [json.loads(line) for line in drift.output.splitlines()]
     assert any(r["metric"] == "failure_rate" and r["drifted"] for r in results)
-    bad = runner.invoke(cli, ["stats", *base, "--bucket", "10s"])
+    bad = runner.invoke(cli, ["stats", *base, "--bucket", "2d"])
     assert bad.exit_code != 0
     assert "out of range" in bad.output
 
