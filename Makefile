@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench install clean
+.PHONY: demo test lint typecheck unit bench install clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,14 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
+# pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
+PROTOS := $(shell find proto -name '*.proto')
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=evaluators --pyi_out=evaluators \
+		--grpc_python_out=evaluators $(PROTOS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py

@@ -32,6 +32,7 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.api import install_api
 from agenttrail.evaluators.cli_offline import evaluate_command
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
@@ -57,6 +58,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
+    install_api(sidecar, config.metrics)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)

@@ -1,0 +1,31 @@
+"""The evaluation API (`proto/agenttrail/api/v1/evaluation.proto`) served by the sidecar over gRPC.
+
+Clients use the generated stub: `agenttrail.api.v1.evaluation_pb2_grpc.EvaluationServiceStub`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from agenttrail.collector.sidecar import Sidecar
+from agenttrail.evaluators.api.service import EvaluationApi, JudgeResolver
+
+
+def install_api(
+    sidecar: Sidecar, default_metrics: Sequence[str], judges: JudgeResolver | None = None
+) -> None:
+    """Serve the evaluation API on the sidecar's gRPC port, behind the same bearer token as OTLP."""
+
+    def authorize(context: grpc.ServicerContext) -> bool:
+        receiver = sidecar.grpc
+        return receiver is not None and receiver.authorized(context)
+
+    api = EvaluationApi(
+        sidecar.new_store, authorize=authorize, default_metrics=default_metrics, judges=judges
+    )
+    sidecar.add_grpc_handler(api.handler())
+
+
+__all__ = ["EvaluationApi", "JudgeResolver", "install_api"]
