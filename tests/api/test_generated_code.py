@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = ("*_pb2.py", "*_pb2.pyi", "*_pb2_grpc.py")
@@ -47,3 +51,27 @@ def test_generated_modules_import_as_agenttrail_api_v1() -> None:
     assert service.full_name == "agenttrail.api.v1.EvaluationService"
     assert [method.name for method in service.methods] == ["Evaluate", "GetRun", "ListScores"]
     assert hasattr(evaluation_pb2_grpc, "EvaluationServiceStub")
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_carries_the_api(tmp_path: Path) -> None:
+    """A built (non-editable) wheel holds agenttrail/api/v1 and imports it from where it is installed."""
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip("uv is installed with `make install`")
+    subprocess.run(
+        [uv, "build", "--wheel", "--out-dir", tmp_path / "dist"], cwd=ROOT, check=True, capture_output=True
+    )
+    (wheel,) = (tmp_path / "dist").glob("agenttrail-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, venv], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", python, "--no-deps", wheel], check=True, capture_output=True
+    )
+    # Dependencies from this environment; agenttrail itself only from the wheel (a .pth on
+    # PYTHONPATH is not processed, so the editable install stays out).
+    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    code = "import agenttrail.api.v1.evaluation_pb2_grpc as g; print(g.__file__)"
+    found = subprocess.run([python, "-c", code], env=env, check=True, capture_output=True, text=True)
+    assert Path(found.stdout.strip()).is_relative_to(venv)
