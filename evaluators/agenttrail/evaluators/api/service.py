@@ -37,6 +37,7 @@ from agenttrail.evaluators.api.errors import ApiError, Busy, InvalidArgument, No
 from agenttrail.evaluators.api.score_pages import MAX_PAGE_SIZE, ScoreQuery, query_page
 from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.metrics import ABSENT, ConfiguredMetric, compute_metrics, parse_metric
+from agenttrail.evaluators.offline import parse_metric_specs
 from agenttrail.evaluators.reference_store import latest_references
 from agenttrail.evaluators.references import ReferenceEntry
 from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig, predicted_calls
@@ -137,16 +138,13 @@ class EvaluationApi:
             texts = list(self._default_metrics)
         metrics = _configured(texts, entry, from_request=bool(request.metrics))
         judges = self._resolve_judges(request.judges)
-        try:
-            values = compute_metrics(
-                predicted_calls(calls),
-                None if entry is None else list(entry.reference),
-                metrics,
-                latency_s=trajectory.latency_s if trajectory.HasField("latency_s") else None,
-                failure=trajectory.failure if trajectory.HasField("failure") else None,
-            )
-        except ValueError as exc:  # metrics asked twice; trajectories are checked above
-            raise InvalidArgument(f"metrics: {exc}") from exc
+        values = compute_metrics(
+            predicted_calls(calls),
+            None if entry is None else list(entry.reference),
+            metrics,
+            latency_s=trajectory.latency_s if trajectory.HasField("latency_s") else None,
+            failure=trajectory.failure if trajectory.HasField("failure") else None,
+        )
         created = timestamp_us(int(time.time() * 1e6))
         evaluator_version = EvaluatorConfig(metrics=tuple(texts)).version
         needs_reference = {
@@ -254,15 +252,18 @@ def _configured(
     texts: Sequence[str], entry: ReferenceEntry | None, *, from_request: bool
 ) -> list[ConfiguredMetric]:
     """Parsed metric specs, with the reference's options merged in as the worker does."""
+    where = "metrics" if from_request else "the reference's metrics"
+    parsed = []
     for i, text in enumerate(texts):
         try:
-            parse_metric(text)
+            parsed.append(parse_metric(text))
         except ValueError as exc:
-            where = f"metrics[{i}]" if from_request else "the reference's metrics"
-            raise InvalidArgument(f"{where}: {exc}") from exc
-    if entry is None:
-        return [parse_metric(text) for text in texts]
-    return dataclasses.replace(entry, metrics=tuple(texts)).configured_metrics()
+            raise InvalidArgument(f"{where}[{i}]: {exc}") from exc
+    try:
+        parse_metric_specs(parsed)  # refuses a metric asked for twice
+    except ValueError as exc:
+        raise InvalidArgument(f"{where}: {exc}") from exc
+    return parsed if entry is None else dataclasses.replace(entry, metrics=tuple(texts)).configured_metrics()
 
 
 def _judge_input(
