@@ -2,8 +2,15 @@
 
 ``evaluate_command`` is a standalone click command; the ``agenttrail`` group adds it. Exit codes:
 0 when the evaluation ran, even if some rows were bad (they are reported with row and field);
-1 when the dataset file cannot be read at all; 2 for a bad ``--metric`` or ``--agent``, before
-any row is read.
+1 when the dataset file cannot be read at all; 2 for a bad ``--metric``, ``--agent`` or
+``--judge``, before any row is read.
+
+``--judge`` takes a judge type (``--judge task_completion``, named after its type, default
+options) or a YAML/JSON file of judge definitions: a list, or the sidecar config file's
+``judges:`` list (keys only the online scheduler reads, such as ``sample_rate``, are ignored).
+Model settings missing from a definition come from ``--judge-model`` / ``--judge-base-url``
+(env ``AGENTTRAIL_JUDGE_MODEL`` / ``AGENTTRAIL_JUDGE_BASE_URL``); the key from
+``OPENAI_API_KEY`` unless a definition names another ``api_key_env``.
 """
 
 from __future__ import annotations
@@ -15,8 +22,19 @@ import textwrap
 from pathlib import Path
 
 import click
+import yaml
 
+from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.datasets import DatasetError, load_dataset
+from agenttrail.evaluators.judges.base import Judge
+from agenttrail.evaluators.judges.registry import (
+    JUDGE_TYPES,
+    SCHEDULING_KEYS,
+    ClientPool,
+    JudgeDefinition,
+    judge_types,
+    parse_judge_definitions,
+)
 from agenttrail.evaluators.metrics import METRICS, ConfiguredMetric
 from agenttrail.evaluators.offline import DEFAULT_METRICS, evaluate_rows, parse_metric_specs
 from agenttrail.evaluators.runnable import AgentLoadError, load_agent, run_agent_over_dataset
@@ -33,7 +51,41 @@ def _epilog() -> str:
         lines.extend(textwrap.wrap(", ".join(names), 96, initial_indent="  ", subsequent_indent="  "))
         described = ", ".join(usage) if usage else "no parameters; always reported"
         lines.extend(textwrap.wrap(described, 96, initial_indent="      ", subsequent_indent="      "))
+    lines.append("Judges (--judge TYPE, or --judge FILE of definitions):")
+    for kind, summary in judge_types().items():
+        lines.extend(textwrap.wrap(f"{kind}: {summary}", 96, initial_indent="  ", subsequent_indent="      "))
     return "\n".join(lines)
+
+
+def judge_definitions(specs: tuple[str, ...], defaults: dict[str, str]) -> list[JudgeDefinition]:
+    """Definitions from ``--judge`` values: judge types, or files of definitions. ConfigError if bad."""
+    definitions: list[JudgeDefinition] = []
+    for spec in specs:
+        if spec in JUDGE_TYPES:
+            definitions.append(
+                JudgeDefinition.from_mapping({"name": spec, "type": spec}, "--judge", defaults=defaults)
+            )
+            continue
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(
+                f"--judge {spec!r} is neither a judge type ({', '.join(JUDGE_TYPES)}) nor a file of "
+                "judge definitions"
+            )
+        try:
+            document = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML reads JSON too
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read judge file {path}: {exc}") from exc
+        definitions.extend(
+            parse_judge_definitions(
+                document, f"judge file {path}", defaults=defaults, extra_keys=SCHEDULING_KEYS
+            )
+        )
+    names = [definition.name for definition in definitions]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"--judge: judge name(s) given more than once: {repeated}")
+    return definitions
 
 
 def _metrics_option(
@@ -66,6 +118,25 @@ def _metrics_option(
     help="Run this agent function on each row's query (prompt), traced, and evaluate what it did.",
 )
 @click.option(
+    "--judge",
+    "judge_specs",
+    multiple=True,
+    metavar="TYPE|FILE",
+    help="LLM judge to run on each row: a judge type with default options, or a YAML/JSON file of "
+    "judge definitions. Repeatable.",
+)
+@click.option(
+    "--judge-model",
+    envvar="AGENTTRAIL_JUDGE_MODEL",
+    help="Judge model, where a definition names none. [env: AGENTTRAIL_JUDGE_MODEL]",
+)
+@click.option(
+    "--judge-base-url",
+    envvar="AGENTTRAIL_JUDGE_BASE_URL",
+    help="OpenAI-compatible endpoint of the judge model (default: api.openai.com). "
+    "[env: AGENTTRAIL_JUDGE_BASE_URL]",
+)
+@click.option(
     "--format",
     "output_format",
     type=click.Choice(["table", "json"]),
@@ -82,10 +153,20 @@ def evaluate_command(
     dataset: Path,
     metrics: list[ConfiguredMetric],
     agent_spec: str | None,
+    judge_specs: tuple[str, ...],
+    judge_model: str | None,
+    judge_base_url: str | None,
     output_format: str,
     output: Path | None,
 ) -> None:
     """Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows)."""
+    defaults = {key: value for key, value in (("model", judge_model), ("base_url", judge_base_url)) if value}
+    pool = ClientPool()
+    try:
+        definitions = judge_definitions(judge_specs, defaults)
+        judges: list[Judge] = [pool.build(definition, "--judge") for definition in definitions]
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--judge'") from exc
     agent = None
     if agent_spec is not None:
         # Like `python -m`, so `--agent my_agent:run` finds my_agent.py in the current directory.
@@ -101,11 +182,17 @@ def evaluate_command(
         raise click.ClickException(f"cannot read the dataset {exc}") from exc
     if agent is not None:
         rows = run_agent_over_dataset(agent, rows)
-    report = evaluate_rows(rows, metrics)
+    workers = max((definition.settings.concurrency for definition in definitions), default=1)
+    try:
+        report = evaluate_rows(rows, metrics, judges=judges, judge_workers=workers)
+    except ValueError as exc:  # a judge metric that is also a metric
+        raise click.BadParameter(str(exc), param_hint="'--judge'") from exc
     text = json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_table()
     if output_format == "json":
         for error in report.errors:
             click.echo(f"bad row: {error}", err=True)
+        for line in report.judge_errors():
+            click.echo(f"judge error: {line}", err=True)
     if output is None:
         click.echo(text)
         return

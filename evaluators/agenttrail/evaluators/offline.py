@@ -15,6 +15,14 @@ The JSON report (``EvaluationReport.to_json``) is the contract of ``agenttrail e
   nothing to score, and it is usually a misspelt column.
 - ``mean`` and ``std`` (sample, n - 1) are null when ``count`` is 0.
 
+With judges (``evaluate_rows(..., judges=[...])``, ``agenttrail evaluate --judge``) each instance
+also has ``"judges": {metric: {"score", "label", "explanation", "error", "judge", "version",
+"model", "prompt_tokens", "completion_tokens", "cost", "latency_s", "details"}}``, the judge
+metrics get aggregates like the others (an error or a missing verdict, e.g. "unsure", is not
+counted), and the report has ``"judges": {metric: {"errors", "missing", "prompt_tokens",
+"completion_tokens", "cost"}}``. Without judges these keys are absent. When the judge budget is
+spent, the judge results still to come are errors saying so, never silently left out.
+
 Without metric specs, the five reference metrics of Vertex's six (exact, in-order and any-order
 match, precision, recall) are computed when any row has a reference trajectory; the sixth,
 single tool use, needs a ``tool_name``. ``latency`` and ``failure`` are always reported.
@@ -22,18 +30,23 @@ single tool use, needs a ``tool_name``. ``latency`` and ``failure`` are always r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agenttrail.evaluators.datasets import DatasetRow, RowError
+from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.metrics import (
     Aggregate,
     ConfiguredMetric,
+    ToolCall,
     aggregate,
     compute_metrics,
     parse_metric,
 )
+from agenttrail.evaluators.metrics.calls import ABSENT
 
 DEFAULT_METRICS: Final = (
     "trajectory_exact_match",
@@ -52,13 +65,41 @@ class InstanceResult:
     index: int
     metrics: dict[str, float | None]
     error: RowError | None = None
+    judges: dict[str, JudgeResult] = field(default_factory=dict)  # by metric name
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def value(self, name: str) -> float | None:
+        """A metric's or judge metric's score (None: missing, errored or not computed)."""
+        if name in self.metrics:
+            return self.metrics[name]
+        result = self.judges.get(name)
+        return None if result is None else result.score
+
+    def to_json(self, with_judges: bool = False) -> dict[str, Any]:
+        document: dict[str, Any] = {
             "index": self.index,
             "metrics": dict(self.metrics),
             "error": None if self.error is None else self.error.to_json(),
         }
+        if with_judges:
+            document["judges"] = {name: _judge_json(result) for name, result in self.judges.items()}
+        return document
+
+
+def _judge_json(result: JudgeResult) -> dict[str, Any]:
+    return {
+        "score": result.score,
+        "label": result.label,
+        "explanation": result.explanation,
+        "error": result.error or None,
+        "judge": result.judge,
+        "version": result.version,
+        "model": result.model,
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "cost": result.cost,
+        "latency_s": result.latency_s,
+        "details": dict(result.details),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +109,48 @@ class EvaluationReport:
     metric_names: tuple[str, ...]
     instances: tuple[InstanceResult, ...]
     aggregate: dict[str, Aggregate]
+    judge_names: tuple[str, ...] = ()  # the judges' metrics, in judge order
+    judged: bool = False  # judges were asked for (the JSON then has the judge keys)
 
     @property
     def errors(self) -> list[RowError]:
         return [instance.error for instance in self.instances if instance.error is not None]
 
+    def judge_errors(self) -> list[str]:
+        """One line per failed judge result: row, metric and why."""
+        return [
+            f"row {instance.index}, judge {name}: {result.error}"
+            for instance in self.instances
+            for name, result in instance.judges.items()
+            if result.error
+        ]
+
+    def judge_summary(self) -> dict[str, dict[str, Any]]:
+        """Per judge metric: errors, missing (no score, no error), tokens and cost."""
+        summary = {}
+        for name in self.judge_names:
+            results = [instance.judges[name] for instance in self.instances if name in instance.judges]
+            summary[name] = {
+                "errors": sum(1 for result in results if result.error),
+                "missing": sum(1 for result in results if result.score is None and not result.error),
+                "prompt_tokens": sum(result.prompt_tokens for result in results),
+                "completion_tokens": sum(result.completion_tokens for result in results),
+                "cost": sum(result.cost for result in results),
+            }
+        return summary
+
     def to_json(self) -> dict[str, Any]:
         """The documented JSON contract; aggregates carry exactly count, mean and std."""
-        return {
-            "instances": [instance.to_json() for instance in self.instances],
+        document = {
+            "instances": [instance.to_json(self.judged) for instance in self.instances],
             "aggregate": {
                 name: {"count": stats.count, "mean": stats.mean, "std": stats.std}
                 for name, stats in self.aggregate.items()
             },
         }
+        if self.judged:
+            document["judges"] = self.judge_summary()
+        return document
 
     def to_table(self) -> str:
         """Per-row table, the bad rows' errors, then the aggregate table (count, missing, mean, std)."""
@@ -89,17 +158,50 @@ class EvaluationReport:
         # library user scoring rows in a notebook does not need.
         from agenttrail.collector.cli import format_table
 
-        rows = [[instance.index, *map(_number, instance.metrics.values())] for instance in self.instances]
-        parts = [format_table(["row", *self.metric_names], rows)]
+        names = (*self.metric_names, *self.judge_names)
+        rows = [
+            [instance.index, *(_judge_cell(instance, name) for name in names)] for instance in self.instances
+        ]
+        parts = [format_table(["row", *names], rows)]
         if self.errors:
             lines = [f"{len(self.errors)} bad row(s), not scored:", *(f"  {error}" for error in self.errors)]
+            parts.append("\n".join(lines))
+        judge_errors = self.judge_errors()
+        if judge_errors:
+            lines = [
+                f"{len(judge_errors)} judge error(s), not scored:",
+                *(f"  {line}" for line in judge_errors),
+            ]
             parts.append("\n".join(lines))
         aggregates = [
             [name, stats.count, stats.missing, _number(stats.mean), _number(stats.std)]
             for name, stats in self.aggregate.items()
         ]
         parts.append(format_table(["metric", "count", "missing", "mean", "std"], aggregates))
+        if self.judged:
+            judges = [
+                [
+                    name,
+                    s["errors"],
+                    s["missing"],
+                    s["prompt_tokens"],
+                    s["completion_tokens"],
+                    _number(s["cost"]),
+                ]
+                for name, s in self.judge_summary().items()
+            ]
+            headers = ["judge metric", "errors", "missing", "prompt tokens", "completion tokens", "cost"]
+            parts.append(format_table(headers, judges))
         return "\n\n".join(parts)
+
+
+def _judge_cell(instance: InstanceResult, name: str) -> str:
+    result = instance.judges.get(name)
+    if result is not None and result.error:
+        return "error"
+    if result is not None and result.score is None and result.label:
+        return result.label  # e.g. "unsure"
+    return _number(instance.value(name))
 
 
 def _number(value: float | None) -> str:
@@ -133,15 +235,21 @@ def metric_names(metrics: Sequence[ConfiguredMetric]) -> tuple[str, ...]:
 
 
 def evaluate_rows(
-    rows: Sequence[DatasetRow | RowError], metric_specs: Sequence[str | ConfiguredMetric] = ()
+    rows: Sequence[DatasetRow | RowError],
+    metric_specs: Sequence[str | ConfiguredMetric] = (),
+    *,
+    judges: Sequence[Judge] = (),
+    judge_workers: int = 1,
 ) -> EvaluationReport:
     """Score every row; bad rows are kept as errored instances so they cannot vanish from a report.
 
     An empty ``metric_specs`` means the defaults (see the module docstring). A bad spec raises
-    ValueError before any row is scored.
+    ValueError before any row is scored. ``judges`` run on every good row, ``judge_workers`` rows
+    at a time (each judge client still bounds its own requests in flight).
     """
     metrics = parse_metric_specs(metric_specs) if metric_specs else default_metrics(rows)
     names = metric_names(metrics)
+    judge_names = judge_outputs(judges, names)
     instances: list[InstanceResult] = []
     for row in rows:
         if isinstance(row, RowError) or row.predicted is None:
@@ -152,11 +260,92 @@ def evaluate_rows(
             row.predicted, row.reference, metrics, latency_s=row.latency_s, failure=row.failure
         )
         instances.append(InstanceResult(row.index, {name: values[name] for name in names}))
+    if judges:
+        good = [row for row in rows if isinstance(row, DatasetRow) and row.predicted is not None]
+        verdicts = run_judges(judges, [judge_input(row) for row in good], judge_workers)
+        by_index = dict(zip((row.index for row in good), verdicts, strict=True))
+        instances = [_with_judges(instance, by_index.get(instance.index, [])) for instance in instances]
+    all_names = (*names, *judge_names)
     return EvaluationReport(
         names,
         tuple(instances),
-        {name: aggregate(instance.metrics[name] for instance in instances) for name in names},
+        {name: aggregate(instance.value(name) for instance in instances) for name in all_names},
+        judge_names,
+        judged=bool(judges),
     )
+
+
+def _with_judges(instance: InstanceResult, results: list[JudgeResult]) -> InstanceResult:
+    return InstanceResult(instance.index, instance.metrics, instance.error, {r.metric: r for r in results})
+
+
+def judge_outputs(judges: Sequence[Judge], names: Sequence[str]) -> tuple[str, ...]:
+    """The metric names the judges report; ValueError if one is reported twice or is also a metric."""
+    outputs = [output for judge in judges for output in getattr(judge, "outputs", (judge.name,))]
+    clashes = sorted({output for output in outputs if outputs.count(output) > 1 or output in names})
+    if clashes:
+        raise ValueError(
+            f"{', '.join(clashes)} reported twice (by two judges, or by a judge and a metric): "
+            "rename the judge or drop the metric"
+        )
+    return tuple(outputs)
+
+
+def _call_mapping(call: ToolCall) -> dict[str, Any]:
+    mapping: dict[str, Any] = {"name": call.name}
+    if call.input is not ABSENT:
+        mapping["input"] = call.input
+    if call.output is not ABSENT:
+        mapping["output"] = call.output
+    return mapping
+
+
+def judge_input(row: DatasetRow) -> JudgeInput:
+    """A dataset row as judges see it; ``available_tools`` and ``screenshots`` columns are used."""
+    return JudgeInput.from_trajectory(
+        {
+            "input": row.query,
+            "output": row.response,
+            "tool_calls": [_call_mapping(call) for call in row.predicted or ()],
+            "failure": bool(row.failure),
+            "reference_trajectory": None
+            if row.reference is None
+            else [_call_mapping(call) for call in row.reference],
+            "expected_response": row.expected_response,
+            "available_tools": row.extra.get("available_tools") or (),
+            "screenshots": row.extra.get("screenshots") or (),
+        }
+    )
+
+
+def run_judges(
+    judges: Sequence[Judge], inputs: Sequence[JudgeInput], workers: int = 1
+) -> list[list[JudgeResult]]:
+    """Every judge on every input, results in input order. Once a budget is spent, the results
+    still to come are errors carrying its message, so a report never hides unjudged rows."""
+    exhausted: list[BudgetExhausted] = []
+    lock = threading.Lock()
+
+    def judge_one(run: JudgeInput) -> list[JudgeResult]:
+        results: list[JudgeResult] = []
+        for judge in judges:
+            with lock:
+                spent = exhausted[0] if exhausted else None
+            if spent is None:
+                try:
+                    results.extend(judge.evaluate(run))
+                    continue
+                except BudgetExhausted as exc:
+                    with lock:
+                        exhausted.append(exc)
+                    spent = exc
+            results.append(JudgeResult(judge.name, judge.version, judge.name, error=f"not judged: {spent}"))
+        return results
+
+    if workers <= 1:
+        return [judge_one(run) for run in inputs]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
+        return list(pool.map(judge_one, inputs))
 
 
 def _missing_predicted(row: DatasetRow) -> RowError:

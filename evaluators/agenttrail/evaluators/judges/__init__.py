@@ -1,1 +1,59 @@
-"""LLM judges (spec/judges.md)."""
+"""LLM judges (spec/judges.md), usable from Python::
+
+    from agenttrail.evaluators.judges import JudgeInput, JudgeSettings, OpenAIJudgeClient, TaskCompletionJudge
+
+    client = OpenAIJudgeClient(JudgeSettings(model="gpt-4o-mini"))
+    judge = TaskCompletionJudge(client)
+    for result in judge.evaluate(JudgeInput.from_trajectory(row)):  # a `trajectories --format json` row
+        print(result.metric, result.score, result.label, result.explanation, result.error)
+
+Or from configuration: ``build_judge(name, {"type": "trajectory_accuracy", "continuous": True},
+client, source)``.
+"""
+
+from agenttrail.evaluators.judges.base import (
+    BudgetExhausted,
+    ChatJudgeClient,
+    Judge,
+    JudgeCall,
+    JudgeInput,
+    JudgeResult,
+)
+from agenttrail.evaluators.judges.budget import BudgetTracker, JudgeBudget
+from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
+from agenttrail.evaluators.judges.registry import (
+    JUDGE_TYPES,
+    ClientPool,
+    JudgeDefinition,
+    build_judge,
+    judge_types,
+    parse_judge_definitions,
+)
+from agenttrail.evaluators.judges.rubric import RubricJudge, final_response_judge
+from agenttrail.evaluators.judges.task_completion import TaskCompletionJudge
+from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge
+from agenttrail.evaluators.judges.trajectory_accuracy import TrajectoryAccuracyJudge
+
+__all__ = [
+    "JUDGE_TYPES",
+    "BudgetExhausted",
+    "BudgetTracker",
+    "ChatJudgeClient",
+    "ClientPool",
+    "Judge",
+    "JudgeBudget",
+    "JudgeCall",
+    "JudgeDefinition",
+    "JudgeInput",
+    "JudgeResult",
+    "JudgeSettings",
+    "OpenAIJudgeClient",
+    "RubricJudge",
+    "TaskCompletionJudge",
+    "ToolSelectionJudge",
+    "TrajectoryAccuracyJudge",
+    "build_judge",
+    "final_response_judge",
+    "judge_types",
+    "parse_judge_definitions",
+]

@@ -30,6 +30,33 @@ class JudgeInput:
     screenshots: tuple[str, ...] = ()  # image URIs or data: URIs
     runs: tuple[JudgeInput, ...] = ()  # a session: every run of the conversation, in order
 
+    @classmethod
+    def from_trajectory(cls, row: Mapping[str, Any], **extra: Any) -> JudgeInput:
+        """From a row in the `agenttrail trajectories --format json` shape.
+
+        The row may also carry `reference_trajectory`, `expected_response`, `available_tools`,
+        `screenshots` and `runs` (rows of the same shape); keyword arguments override the row.
+        Other keys (start, latency_s, tokens, ...) are ignored.
+        """
+        values = {**row, **extra}
+        reference = values.get("reference_trajectory")
+        runs = values.get("runs") or ()
+        return cls(
+            trace_id=str(values.get("trace_id") or ""),
+            agent=str(values.get("agent") or ""),
+            task=str(values.get("task") or ""),
+            conversation_id=str(values.get("conversation_id") or ""),
+            input=values.get("input"),
+            output=values.get("output"),
+            tool_calls=tuple(values.get("tool_calls") or ()),
+            failure=bool(values.get("failure")),
+            reference_trajectory=None if reference is None else tuple(reference),
+            expected_response=values.get("expected_response"),
+            available_tools=tuple(values.get("available_tools") or ()),
+            screenshots=tuple(values.get("screenshots") or ()),
+            runs=tuple(run if isinstance(run, JudgeInput) else cls.from_trajectory(run) for run in runs),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class JudgeResult:
