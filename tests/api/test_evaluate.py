@@ -226,11 +226,3 @@ def test_a_body_that_does_not_parse_is_invalid_argument(api: Any) -> None:
     error = rpc_error(raw, b"\x0a\xff\xff\xff")
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "EvaluateRequest" in error.details()
-
-
-def test_judges_are_refused_while_this_build_has_none(api: Any) -> None:
-    """Asking for a judge in a build without judges is INVALID_ARGUMENT saying so; metrics alone work."""
-    request = pb.EvaluateRequest(trajectory=trajectory(), judges=[pb.JudgeSpec(name="helpfulness")])
-    error = rpc_error(api.stub.Evaluate, request)
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert error.details().startswith("judges: judges are not available in this build")

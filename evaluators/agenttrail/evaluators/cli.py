@@ -58,7 +58,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
-    install_api(sidecar, config.metrics)
+    install_api(sidecar, config.metrics, config_file)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)

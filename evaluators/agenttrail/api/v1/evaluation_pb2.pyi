@@ -155,17 +155,31 @@ class JudgeSpec(_message.Message):
     definition: _struct_pb2.Struct
     def __init__(self, name: _Optional[str] = ..., definition: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
+class AvailableTool(_message.Message):
+    __slots__ = ("name", "description", "parameters_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    parameters_json: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters_json: _Optional[str] = ...) -> None: ...
+
 class EvaluateRequest(_message.Message):
-    __slots__ = ("trajectory", "reference", "metrics", "judges")
+    __slots__ = ("trajectory", "reference", "metrics", "judges", "available_tools", "screenshots")
     TRAJECTORY_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     JUDGES_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    SCREENSHOTS_FIELD_NUMBER: _ClassVar[int]
     trajectory: Trajectory
     reference: Reference
     metrics: _containers.RepeatedScalarFieldContainer[str]
     judges: _containers.RepeatedCompositeFieldContainer[JudgeSpec]
-    def __init__(self, trajectory: _Optional[_Union[Trajectory, _Mapping]] = ..., reference: _Optional[_Union[Reference, _Mapping]] = ..., metrics: _Optional[_Iterable[str]] = ..., judges: _Optional[_Iterable[_Union[JudgeSpec, _Mapping]]] = ...) -> None: ...
+    available_tools: _containers.RepeatedCompositeFieldContainer[AvailableTool]
+    screenshots: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, trajectory: _Optional[_Union[Trajectory, _Mapping]] = ..., reference: _Optional[_Union[Reference, _Mapping]] = ..., metrics: _Optional[_Iterable[str]] = ..., judges: _Optional[_Iterable[_Union[JudgeSpec, _Mapping]]] = ..., available_tools: _Optional[_Iterable[_Union[AvailableTool, _Mapping]]] = ..., screenshots: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluateResponse(_message.Message):
     __slots__ = ("results", "reference")

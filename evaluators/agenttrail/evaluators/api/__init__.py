@@ -10,13 +10,16 @@ from collections.abc import Sequence
 import grpc
 
 from agenttrail.collector.sidecar import Sidecar
+from agenttrail.evaluators.api.judges import ApiJudges
 from agenttrail.evaluators.api.service import EvaluationApi, JudgeResolver
 
 
-def install_api(
-    sidecar: Sidecar, default_metrics: Sequence[str], judges: JudgeResolver | None = None
-) -> None:
-    """Serve the evaluation API on the sidecar's gRPC port, behind the same bearer token as OTLP."""
+def install_api(sidecar: Sidecar, default_metrics: Sequence[str], config_file: str | None) -> None:
+    """Serve the evaluation API on the sidecar's gRPC port, behind the same bearer token as OTLP.
+
+    Evaluate's default metrics are the online evaluator's; its judges are the config file's.
+    """
+    judges = ApiJudges.from_config_file(config_file)
 
     def authorize(context: grpc.ServicerContext) -> bool:
         receiver = sidecar.grpc
@@ -28,4 +31,4 @@ def install_api(
     sidecar.add_grpc_handler(api.handler())
 
 
-__all__ = ["EvaluationApi", "JudgeResolver", "install_api"]
+__all__ = ["ApiJudges", "EvaluationApi", "JudgeResolver", "install_api"]

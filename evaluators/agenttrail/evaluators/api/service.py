@@ -35,9 +35,9 @@ from agenttrail.evaluators.api.convert import (
 )
 from agenttrail.evaluators.api.errors import ApiError, Busy, InvalidArgument, NotFound
 from agenttrail.evaluators.api.score_pages import MAX_PAGE_SIZE, ScoreQuery, query_page
-from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput, JudgeResult
-from agenttrail.evaluators.metrics import ABSENT, ConfiguredMetric, compute_metrics, parse_metric
-from agenttrail.evaluators.offline import parse_metric_specs
+from agenttrail.evaluators.judges.base import Judge, JudgeInput, JudgeResult
+from agenttrail.evaluators.metrics import ABSENT, ConfiguredMetric, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.offline import judge_outputs, metric_names, parse_metric_specs, run_judges
 from agenttrail.evaluators.reference_store import latest_references
 from agenttrail.evaluators.references import ReferenceEntry
 from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig, predicted_calls
@@ -46,7 +46,6 @@ from agenttrail.evaluators.worker import _label as metric_label
 log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["EvaluationService"].full_name
-JUDGES_UNAVAILABLE = "judges are not available in this build"
 
 # name, inline definition (None: look the name up in the config's `judges:` section) -> a judge.
 # Raises ValueError or ConfigError naming what is wrong.
@@ -137,7 +136,8 @@ class EvaluationApi:
         if not texts and entry is not None:
             texts = list(self._default_metrics)
         metrics = _configured(texts, entry, from_request=bool(request.metrics))
-        judges = self._resolve_judges(request.judges)
+        judges = self._resolve_judges(request.judges, metric_names(metrics))
+        run = _judge_input(request, calls, run_input, run_output, entry) if judges else None
         values = compute_metrics(
             predicted_calls(calls),
             None if entry is None else list(entry.reference),
@@ -145,25 +145,8 @@ class EvaluationApi:
             latency_s=trajectory.latency_s if trajectory.HasField("latency_s") else None,
             failure=trajectory.failure if trajectory.HasField("failure") else None,
         )
-        created = timestamp_us(int(time.time() * 1e6))
-        evaluator_version = EvaluatorConfig(metrics=tuple(texts)).version
-        needs_reference = {
-            output for metric in metrics if metric.spec.needs_reference for output in metric.spec.outputs
-        }
-        response = pb.EvaluateResponse()
-        for name, value in values.items():
-            result = response.results.add(
-                metric=name, evaluator=EVALUATOR, evaluator_version=evaluator_version, created_at=created
-            )
-            if value is not None:
-                result.score = value
-                result.label = metric_label(name, value)
-            elif name in needs_reference:
-                result.error = missing_reason
-            else:
-                result.explanation = f"not known: the trajectory gives no {_GIVEN_BY.get(name, name)}"
-        if judges:
-            run = _judge_input(trajectory, calls, run_input, run_output, entry)
+        response = pb.EvaluateResponse(results=_metric_results(values, metrics, texts, missing_reason))
+        if run is not None:
             response.results.extend(self._run_judges(judges, run))
         if entry is not None:
             response.reference.CopyFrom(reference_message(entry, version))
@@ -186,11 +169,11 @@ class EvaluationApi:
             return None, 0, reason
         return stored.entry, stored.version, ""
 
-    def _resolve_judges(self, specs: Sequence[pb.JudgeSpec]) -> list[Judge]:
+    def _resolve_judges(self, specs: Sequence[pb.JudgeSpec], metrics: Sequence[str]) -> list[Judge]:
         if not specs:
             return []
         if self._judges is None:
-            raise InvalidArgument(f"judges: {JUDGES_UNAVAILABLE}; ask for metrics only")
+            raise InvalidArgument("judges: this sidecar serves no judges; ask for metrics only")
         judges = []
         for i, spec in enumerate(specs):
             if not spec.name:
@@ -200,18 +183,21 @@ class EvaluationApi:
                 judges.append(self._judges(spec.name, definition))
             except (ValueError, AgentTrailError) as exc:
                 raise InvalidArgument(f"judges[{i}] ({spec.name}): {exc}") from exc
+        try:
+            judge_outputs(judges, metrics)  # refuses a judge reporting a metric's name, or twice
+        except ValueError as exc:
+            raise InvalidArgument(f"judges: {exc}") from exc
         return judges
 
     def _run_judges(self, judges: Sequence[Judge], run: JudgeInput) -> list[pb.EvaluationResult]:
+        """Every judge on the run; a spent budget or a failed call is an error result, never dropped."""
         if not self._judge_slots.acquire(blocking=False):
             raise Busy("other evaluations with judges are running; retry in a few seconds")
         try:
-            return [_judge_result(result) for judge in judges for result in judge.evaluate(run)]
-        except BudgetExhausted as exc:
-            resume = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(exc.resume_at))
-            raise Busy(f"{exc}; judging resumes at {resume}") from exc
+            (results,) = run_judges(judges, [run])
         finally:
             self._judge_slots.release()
+        return [_judge_result(result) for result in results]
 
     # --- GetRun, ListScores ---------------------------------------------------------------
 
@@ -248,6 +234,34 @@ class EvaluationApi:
 _GIVEN_BY = {"latency": "latency_s", "failure": "failure"}
 
 
+def _metric_results(
+    values: Mapping[str, float | None],
+    metrics: Sequence[ConfiguredMetric],
+    texts: Sequence[str],
+    missing_reason: str,
+) -> list[pb.EvaluationResult]:
+    """The metrics' values as results: labelled as online, a missing one saying why."""
+    created = timestamp_us(int(time.time() * 1e6))
+    version = EvaluatorConfig(metrics=tuple(texts)).version  # what the online worker would call it
+    needs_reference = {
+        output for metric in metrics if metric.spec.needs_reference for output in metric.spec.outputs
+    }
+    results = []
+    for name, value in values.items():
+        result = pb.EvaluationResult(
+            metric=name, evaluator=EVALUATOR, evaluator_version=version, created_at=created
+        )
+        if value is not None:
+            result.score = value
+            result.label = metric_label(name, value)
+        elif name in needs_reference:
+            result.error = missing_reason
+        else:
+            result.explanation = f"not known: the trajectory gives no {_GIVEN_BY.get(name, name)}"
+        results.append(result)
+    return results
+
+
 def _configured(
     texts: Sequence[str], entry: ReferenceEntry | None, *, from_request: bool
 ) -> list[ConfiguredMetric]:
@@ -267,34 +281,46 @@ def _configured(
 
 
 def _judge_input(
-    trajectory: pb.Trajectory,
+    request: pb.EvaluateRequest,
     calls: Sequence[Mapping[str, Any]],
     run_input: Any,
     run_output: Any,
     entry: ReferenceEntry | None,
 ) -> JudgeInput:
-    reference = None
-    if entry is not None:
-        reference = tuple(
-            {
-                "name": call.name,
-                "input": None if call.input is ABSENT else call.input,
-                "output": None if call.output is ABSENT else call.output,
-            }
-            for call in entry.reference
-        )
-    return JudgeInput(
-        trace_id=trajectory.trace_id,
-        agent=trajectory.agent,
-        task=trajectory.task,
-        conversation_id=trajectory.conversation_id,
-        input=run_input,
-        output=run_output,
-        tool_calls=tuple(calls),
-        failure=trajectory.failure,
-        reference_trajectory=reference,
-        expected_response=None if entry is None else entry.expected_response,
+    trajectory = request.trajectory
+    tools = []
+    for i, tool in enumerate(request.available_tools):
+        where = f"available_tools[{i}]"
+        if not tool.name:
+            raise InvalidArgument(f"{where}.name: required")
+        parameters = json_field(tool, "parameters_json", where)
+        tools.append({"name": tool.name, "description": tool.description, "parameters": parameters or {}})
+    return JudgeInput.from_trajectory(
+        {
+            "trace_id": trajectory.trace_id,
+            "agent": trajectory.agent,
+            "task": trajectory.task,
+            "conversation_id": trajectory.conversation_id,
+            "input": run_input,
+            "output": run_output,
+            "tool_calls": calls,
+            "failure": trajectory.failure,
+            "reference_trajectory": None if entry is None else [_call_mapping(c) for c in entry.reference],
+            "expected_response": None if entry is None else entry.expected_response,
+            "available_tools": tools,
+            "screenshots": list(request.screenshots),
+        }
     )
+
+
+def _call_mapping(call: ToolCall) -> dict[str, Any]:
+    """A reference call as judges see it: absent fields left out."""
+    mapping: dict[str, Any] = {"name": call.name}
+    if call.input is not ABSENT:
+        mapping["input"] = call.input
+    if call.output is not ABSENT:
+        mapping["output"] = call.output
+    return mapping
 
 
 def _judge_result(result: JudgeResult) -> pb.EvaluationResult:
