@@ -16,6 +16,9 @@ from google.protobuf import struct_pb2
 from llm_server import LlmServer, Reply
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
+from agenttrail.collector.errors import ConfigError
+from agenttrail.evaluators.api import ApiJudges
+from agenttrail.evaluators.judges import JudgeInput
 
 Responder = Callable[[dict[str, Any]], Reply]
 
@@ -202,3 +205,25 @@ def test_available_tools_reach_the_judge(
     prompt = server.chat_requests()[0]["messages"][1]["content"]
     assert "send_email" in prompt
     assert "City to coordinates" in prompt
+
+
+def test_a_bad_judges_section_stops_the_sidecar_naming_the_file(
+    start_sidecar: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A judge definition the API cannot use is a ConfigError at start-up, naming the file and judge."""
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"judges": [{"name": "a", "type": "nope", "model": "m"}]}))
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*judge a: unknown type 'nope'"):
+        start_sidecar(str(config))
+
+
+def test_inline_judges_without_a_configured_one_use_the_environment(llm: Any) -> None:
+    """With no judges: section, inline judges run on AGENTTRAIL_JUDGE_MODEL/BASE_URL, else say what to set."""
+    server = llm(lambda request: Reply.chat_json({"reasoning": "fine", "score": True}))
+    environ = {"AGENTTRAIL_JUDGE_MODEL": "env-model", "AGENTTRAIL_JUDGE_BASE_URL": server.base_url}
+    judge = ApiJudges.from_config_file(None, environ)("acc", {"type": "trajectory_accuracy"})
+    (result,) = judge.evaluate(JudgeInput(tool_calls=({"name": "geocode", "input": {}},)))
+    assert (result.metric, result.score) == ("acc", 1.0)
+    assert server.chat_requests()[0]["model"] == "env-model"
+    with pytest.raises(ConfigError, match="AGENTTRAIL_JUDGE_MODEL"):
+        ApiJudges.from_config_file(None, {})("acc", {"type": "trajectory_accuracy"})
