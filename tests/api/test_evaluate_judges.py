@@ -86,18 +86,17 @@ def inline(**definition: Any) -> struct_pb2.Struct:
 def test_a_configured_judge_scores_the_run(
     start_sidecar: Callable[..., Any], connect: Any, tmp_path: Path, llm: Any
 ) -> None:
-    """A judge named from the config answers beside the metrics, with model, tokens and version."""
+    """A judge named from the config answers beside the metrics, with model, tokens and pinned version."""
     server = llm(lambda request: Reply.chat_json({"reasoning": "sensible", "score": 0.75}, prompt_tokens=321))
-    stub = judged_api(
-        start_sidecar, connect, tmp_path, server, options={"continuous": True, "use_reference": True}
-    )
+    options = {"continuous": True, "use_reference": True}
+    stub = judged_api(start_sidecar, connect, tmp_path, server, options=options, version="2026-11")
     response = stub.Evaluate(evaluate_request(pb.JudgeSpec(name="accuracy")), timeout=60)
     metrics = [r.metric for r in response.results]
     assert metrics == ["trajectory_in_order_match", "latency", "failure", "accuracy"]
     judged = response.results[-1]
     assert (judged.score, judged.explanation, judged.evaluator) == (0.75, "sensible", "accuracy")
     assert (judged.model, judged.prompt_tokens, judged.completion_tokens) == ("judge-model", 321, 20)
-    assert judged.evaluator_version
+    assert judged.evaluator_version == "2026-11"  # the config's pin, as online results carry
     assert not judged.error
     (sent,) = server.chat_requests()
     prompt = sent["messages"][1]["content"]
@@ -121,7 +120,7 @@ def test_an_inline_judge_uses_the_sidecars_connection(
 @pytest.mark.parametrize(
     ("spec", "detail"),
     [
-        (pb.JudgeSpec(name="nope"), "no judge 'nope'"),
+        (pb.JudgeSpec(name="nope"), "no judge named 'nope' (configured: accuracy)"),
         (pb.JudgeSpec(name="x", definition=inline(type="nope")), "unknown type 'nope'"),
         (
             pb.JudgeSpec(name="x", definition=inline(type="rubric", base_url="http://elsewhere/v1")),
@@ -213,17 +212,19 @@ def test_a_bad_judges_section_stops_the_sidecar_naming_the_file(
     """A judge definition the API cannot use is a ConfigError at start-up, naming the file and judge."""
     config = tmp_path / "bad.yaml"
     config.write_text(yaml.safe_dump({"judges": [{"name": "a", "type": "nope", "model": "m"}]}))
-    with pytest.raises(ConfigError, match=r"bad\.yaml.*judge a: unknown type 'nope'"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*unknown type 'nope'"):
         start_sidecar(str(config))
 
 
-def test_inline_judges_without_a_configured_one_use_the_environment(llm: Any) -> None:
-    """With no judges: section, inline judges run on AGENTTRAIL_JUDGE_MODEL/BASE_URL, else say what to set."""
+def test_inline_judges_use_judge_defaults(llm: Any, tmp_path: Path) -> None:
+    """With no judges configured, inline ones run on judge_defaults; with neither, the error says so."""
     server = llm(lambda request: Reply.chat_json({"reasoning": "fine", "score": True}))
-    environ = {"AGENTTRAIL_JUDGE_MODEL": "env-model", "AGENTTRAIL_JUDGE_BASE_URL": server.base_url}
-    judge = ApiJudges.from_config_file(None, environ)("acc", {"type": "trajectory_accuracy"})
+    config = tmp_path / "agenttrail.yaml"
+    defaults = {"model": "default-model", "base_url": server.base_url, "api_key": "test"}
+    config.write_text(yaml.safe_dump({"judge_defaults": defaults}))
+    judge = ApiJudges.from_config_file(str(config))("acc", {"type": "trajectory_accuracy"})
     (result,) = judge.evaluate(JudgeInput(tool_calls=({"name": "geocode", "input": {}},)))
     assert (result.metric, result.score) == ("acc", 1.0)
-    assert server.chat_requests()[0]["model"] == "env-model"
-    with pytest.raises(ConfigError, match="AGENTTRAIL_JUDGE_MODEL"):
-        ApiJudges.from_config_file(None, {})("acc", {"type": "trajectory_accuracy"})
+    assert server.chat_requests()[0]["model"] == "default-model"
+    with pytest.raises(ConfigError, match="judge_defaults"):
+        ApiJudges.from_config_file(None)("acc", {"type": "trajectory_accuracy"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -11,6 +12,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from otlp_builders import new_span_id, new_trace_id
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
+from agenttrail.evaluators.judge_runs import JUDGE_SCORE_COLUMNS
 from agenttrail.evaluators.worker import SCORE_COLUMNS
 
 NOW = time.time()
@@ -179,3 +181,20 @@ def test_a_token_is_refused_with_other_filters(api: Any, stored: list[tuple[Any,
         api.stub.ListScores(pb.ListScoresRequest(page_size=2, agent="agent-1", page_token=token), timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "other filters" in caught.value.details()
+
+
+def test_judge_scores_carry_model_tokens_and_details(api: Any) -> None:
+    """A stored judge verdict lists with its model, token counts, cost and details."""
+    trace = new_trace_id()
+    row = (trace, new_span_id(), "task_done", "task_done", "v1", None, "", "", "bot", "t", f"{NOW:.6f}", 1, 0)
+    judge_columns = ("gpt-x", 120, 30, 900, 0.002, json.dumps({"sub_scores": {"book": "unsure"}}))
+    api.sidecar.store.insert_rows(
+        "scores", JUDGE_SCORE_COLUMNS, [(*row, "model timed out", f"{NOW:.6f}", *judge_columns)]
+    )
+    (score,) = list_all(api, trace_id=trace)
+    result = score.result
+    assert (result.model, result.prompt_tokens, result.completion_tokens) == ("gpt-x", 120, 30)
+    assert result.cost == pytest.approx(0.002)
+    assert json.loads(result.details_json) == {"sub_scores": {"book": "unsure"}}
+    assert result.error == "model timed out"
+    assert not result.HasField("score")

@@ -9,7 +9,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+from otlp_builders import SpanSpec, agent_span, new_span_id, new_trace_id, request, tool_span
 
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 
@@ -178,3 +178,23 @@ def test_trajectory_filters(start_sidecar: Any) -> None:
     future = datetime(2100, 1, 1, tzinfo=UTC)
     assert query_trajectories(sidecar.store, TrajectoryFilter(since=future)) == []
     assert len(query_trajectories(sidecar.store, TrajectoryFilter(until=future))) == 2
+
+
+def test_model_is_stored_with_the_run(start_sidecar: Any) -> None:
+    """Assembly stores the model of the run's chat span in trajectories.Model (migration 2)."""
+    sidecar = start_sidecar()
+    trace, root = new_trace_id(), new_span_id()
+    chat = SpanSpec(
+        trace,
+        new_span_id(),
+        "chat",
+        1,
+        5,
+        parent=root,
+        attributes={"gen_ai.operation.name": "chat", "gen_ai.request.model": "small-model"},
+    )
+    sidecar.pipeline.accept(request(agent_span(trace, root, 0, 10), chat).SerializeToString())
+    assert sidecar.wait_until_assembled(30)
+    assert sidecar.store.query(
+        "SELECT Model FROM trajectories FINAL WHERE TraceId = {t:String}", {"t": trace}
+    ) == [("small-model",)]

@@ -304,3 +304,23 @@ def test_orphan_tool_joins_the_only_run() -> None:
     spans = [agent(trace, root, 0, 10), tool(trace, new_span_id(), new_span_id(), "lost", 1, 2)]
     [run] = build_runs(spans)
     assert [c.name for c in run.tool_calls] == ["lost"]
+
+
+def chat(trace: str, span: str, parent: str, start: float, end: float, **attrs: Any) -> SpanRecord:
+    attributes = {"gen_ai.operation.name": "chat", **attrs}
+    return record(SpanSpec(trace, span, "chat", start, end, parent=parent, attributes=attributes))
+
+
+def test_run_model_is_the_first_chat_spans_model() -> None:
+    """The run's model is the earliest chat span's requested model, else its response model."""
+    trace, root = new_trace_id(), new_span_id()
+    spans = [
+        agent(trace, root, 0, 100),
+        chat(trace, new_span_id(), root, 30, 40, **{"gen_ai.request.model": "later-model"}),
+        chat(trace, new_span_id(), root, 5, 10),
+        chat(trace, new_span_id(), root, 10, 20, **{"gen_ai.response.model": "gpt-x-2026"}),
+    ]
+    [run] = build_runs(spans)
+    assert run.model == "gpt-x-2026"
+    [no_chat] = build_runs([agent(trace, root, 0, 100), tool(trace, new_span_id(), root, "a", 1, 2)])
+    assert no_chat.model == ""

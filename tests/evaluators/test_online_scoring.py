@@ -180,6 +180,7 @@ def test_two_workers_share_runs_without_double_scoring(store: Any) -> None:
             "refund",
             "",
             "svc",
+            "",
             f"{now:.6f}",
             0.5,
             0,

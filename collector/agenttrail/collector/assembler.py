@@ -37,6 +37,7 @@ TRAJECTORY_COLUMNS = (
     "Task",
     "ConversationId",
     "ServiceName",
+    "Model",
     "Start",
     "LatencyS",
     "Failure",
@@ -111,6 +112,7 @@ def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version
         run.task,
         run.conversation_id,
         run.service_name,
+        run.model,
         ns_to_clickhouse(run.start_ns),
         run.latency_s,
         int(run.failure),
@@ -318,7 +320,7 @@ class Assembler(BackgroundLoop):
 
 
 def _deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> tuple[Any, ...]:
-    blank: list[Any] = ["", "", "", "", "", "", _ts6(now), 0.0, 0, "", "", "", 0, 0, 0, [], [], "[]", 0, 0]
+    blank: list[Any] = [*[""] * 7, _ts6(now), 0.0, 0, "", "", "", 0, 0, 0, [], [], "[]", 0, 0]
     return (trace_id, root_span_id, *blank, _ts6(now), version, 1)
 
 

@@ -123,6 +123,11 @@ class SidecarConfig:
 assert {f.name for f in fields(SidecarConfig)} == set(_BY_NAME), "settings table and config class differ"
 
 
+# Top-level sections that belong to extensions (the evaluators add theirs), skipped when a file
+# has no `collector:` section and its top level is read as collector settings.
+EXTENSION_SECTIONS: set[str] = set()
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The `collector:` section of a YAML config file (top-level keys are accepted too)."""
     file = Path(path)
@@ -137,7 +142,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     section = document.get("collector", document)
     if not isinstance(section, dict):
         raise ConfigError(f"config file {file}: 'collector' must be a mapping of settings")
-    return {key: value for key, value in section.items() if key not in ("evaluators", "judges", "alerts")}
+    return {key: value for key, value in section.items() if key not in EXTENSION_SECTIONS}
 
 
 def load_config(

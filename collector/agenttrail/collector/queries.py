@@ -104,8 +104,9 @@ class TrajectoryFilter:
         )
 
 
-_COLUMNS = """TraceId, Agent, Task, ConversationId, toUnixTimestamp64Micro(Start), LatencyS, Failure,
-ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revision"""
+# What `trajectory_to_json` reads, in its order (shared with the judge worker's queue).
+TRAJECTORY_JSON_COLUMNS = """TraceId, Agent, Task, ConversationId, toUnixTimestamp64Micro(Start), LatencyS,
+Failure, ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revision"""
 
 
 def query_trajectories(store: Store, where: TrajectoryFilter) -> list[dict[str, Any]]:
@@ -113,7 +114,7 @@ def query_trajectories(store: Store, where: TrajectoryFilter) -> list[dict[str, 
     clauses, params = where.where_clauses("Start")
     clauses.insert(0, "IsDeleted = 0")
     sql = (
-        f"SELECT {_COLUMNS} FROM trajectories FINAL WHERE {' AND '.join(clauses)} "
+        f"SELECT {TRAJECTORY_JSON_COLUMNS} FROM trajectories FINAL WHERE {' AND '.join(clauses)} "
         "ORDER BY Start DESC, TraceId LIMIT {limit:UInt32}"
     )
     return [trajectory_to_json(row) for row in store.query(sql, params)]

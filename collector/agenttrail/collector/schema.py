@@ -151,6 +151,12 @@ MIGRATIONS: tuple[Migration, ...] = (
             TRAJECTORIES,
         ),
     ),
+    # The model a run used, for metrics per model (filled by assembly from its chat spans).
+    Migration(
+        2,
+        "trajectories.Model",
+        ("ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS Model LowCardinality(String) AFTER ServiceName",),
+    ),
 )
 
 _MIGRATIONS_TABLE = """

@@ -153,6 +153,8 @@ class Sidecar:
         self.migrations: list[Migration] = list(MIGRATIONS)
         # Called after trajectories are written (extensions subscribe before start()).
         self.on_assembled: list[Callable[[], None]] = []
+        # Extra /healthz entries, e.g. {"judges": fn}; informative, they never fail the check.
+        self.health_details: dict[str, Callable[[], Any]] = {}
         self._stores: list[Store] = []
 
     def spool_dir(self) -> Path:
@@ -266,6 +268,8 @@ class Sidecar:
             "pending_traces": self.assembler.pending_count if self.assembler else 0,
             "dead_workers": dead,
         }
+        for key, describe in self.health_details.items():
+            detail[key] = describe()
         return not dead and not store_down, detail
 
     def dead_workers(self) -> list[str]:

@@ -35,6 +35,8 @@ TRAJECTORY_ATTRIBUTES = [
     attr.GEN_AI_TOOL_CALL_RESULT,
     attr.GEN_AI_USAGE_INPUT_TOKENS,
     attr.GEN_AI_USAGE_OUTPUT_TOKENS,
+    attr.GEN_AI_REQUEST_MODEL,
+    attr.GEN_AI_RESPONSE_MODEL,
     attr.GEN_AI_INPUT_MESSAGES,
     attr.GEN_AI_OUTPUT_MESSAGES,
     attr.ERROR_TYPE,
@@ -123,6 +125,7 @@ class AgentRun:
     output_tokens: int
     span_count: int
     tool_calls: list[ToolCall] = field(default_factory=list)
+    model: str = ""  # the model of the run's first chat span (requested, else responding)
 
 
 def parse_json_value(text: str | None) -> Any:
@@ -331,6 +334,7 @@ def build_runs(spans: Sequence[SpanRecord]) -> list[AgentRun]:
             if _is_chat(span):
                 run.input_tokens += _int_attr(span.attributes, attr.GEN_AI_USAGE_INPUT_TOKENS)
                 run.output_tokens += _int_attr(span.attributes, attr.GEN_AI_USAGE_OUTPUT_TOKENS)
+        run.model = _first_model(run_spans)
         results = _message_tool_results(run_spans)
         for span in run_spans:
             if _is_chat(span):
@@ -342,6 +346,17 @@ def build_runs(spans: Sequence[SpanRecord]) -> list[AgentRun]:
         calls.sort(key=lambda c: (c.start_ns, c.end_ns, c.span_id))
         run.tool_calls = calls
     return sorted(runs.values(), key=lambda r: (r.start_ns, r.root_span_id))
+
+
+def _first_model(spans: Sequence[SpanRecord]) -> str:
+    """The model the run talked to: its earliest chat span that names one."""
+    for span in sorted(filter(_is_chat, spans), key=lambda s: (s.start_ns, s.end_ns, s.span_id)):
+        model = span.attributes.get(attr.GEN_AI_REQUEST_MODEL) or span.attributes.get(
+            attr.GEN_AI_RESPONSE_MODEL
+        )
+        if model:
+            return model
+    return ""
 
 
 def _trace_root(spans: Sequence[SpanRecord]) -> SpanRecord:

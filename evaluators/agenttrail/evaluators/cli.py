@@ -28,12 +28,21 @@ from agenttrail.collector.cli import (
     run_filter_options,
     store_options,
 )
+from agenttrail.collector.config import EXTENSION_SECTIONS
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators import (
+    cli_monitoring,  # noqa: F401  stats, drift, the drift monitor
+    cli_report,  # noqa: F401  registers `agenttrail report`
+)
 from agenttrail.evaluators.api import install_api
+from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
 from agenttrail.evaluators.cli_offline import evaluate_command
+from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
+from agenttrail.evaluators.judges import ClientPool
+from agenttrail.evaluators.monitoring.export_install import install_export_and_report
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
@@ -58,10 +67,18 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
-    install_api(sidecar, config.metrics, config_file)
+    judge_clients = ClientPool()  # online and API judging share each model's budget
+    # the judge worker only when judges are configured
+    install_judges(sidecar, config_file, config, lambda judges: build_online_judges(judges, judge_clients))
+    install_alerts(sidecar, config_file)
+    install_export_and_report(sidecar, config_file)
+    install_api(sidecar, config.metrics, config_file, judge_clients)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)
+EXTENSION_SECTIONS.update(
+    ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
+)
 cli.add_command(evaluate_command)
 
 
@@ -192,7 +209,7 @@ def scores(
             r["task"],
             r["metric"],
             "-" if r["score"] is None else f"{r['score']:.3f}",
-            r["label"],
+            f"error: {r['error'][:60]}" if r.get("error") else r["label"],
         ),
     )
 
@@ -249,3 +266,6 @@ def demo(runs: int, seed: int, keep: str | None) -> None:
 
 def main() -> None:
     cli()
+
+
+import agenttrail.evaluators.cli_judges  # noqa: E402, F401  registers audit and backfill (needs open_store)

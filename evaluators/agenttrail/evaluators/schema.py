@@ -1,4 +1,5 @@
-"""The evaluators' tables, as migrations appended to the collector's (versions from 100)."""
+"""The evaluators' tables, as migrations appended to the collector's (versions from 100;
+online judges 110-114)."""
 
 from __future__ import annotations
 
@@ -69,10 +70,25 @@ ORDER BY (EvaluatorVersion, WorkerId)
 TTL toDateTime(SeenAt) + INTERVAL 1 DAY
 """
 
+# What an LLM judge's verdict carries beyond a metric value (spec/judges.md). Deterministic
+# metrics leave these at their defaults. Details holds a JSON object (e.g. sub_scores).
+JUDGE_SCORE_COLUMNS = tuple(
+    f"ALTER TABLE scores ADD COLUMN IF NOT EXISTS {column}"
+    for column in (
+        "Model LowCardinality(String) DEFAULT ''",
+        "PromptTokens UInt32 DEFAULT 0",
+        "CompletionTokens UInt32 DEFAULT 0",
+        "LatencyMs UInt32 DEFAULT 0",
+        "Cost Float64 DEFAULT 0",
+        "Details String DEFAULT ''",
+    )
+)
+
 EVALUATOR_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         100,
         "references, scores, evaluation decisions, worker heartbeats",
         (REFERENCES, SCORES, DECISIONS, HEARTBEATS),
     ),
+    Migration(110, "judge results in scores: model, tokens, latency, cost, details", JUDGE_SCORE_COLUMNS),
 )

@@ -2,10 +2,14 @@
 
 The JSON shape is a contract: `trace_id`, `metric`, `score`, `label`, `explanation`,
 `evaluator`, `created_at` (plus run context: `agent`, `task`, `run_start`, `revision`).
+LLM judge results add `model`, `prompt_tokens`, `completion_tokens`, `latency_ms`, `cost`,
+`details` (an object) and `error` (a failed judge call: `score` is null); rows of
+deterministic metrics carry only `error`, and only when set.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +44,7 @@ def query_scores(store: Store, where: ScoreFilter) -> list[dict[str, Any]]:
     sql = (
         "SELECT TraceId, Metric, Score, Label, Explanation, Evaluator, EvaluatorVersion, "
         "toUnixTimestamp64Micro(CreatedAt), Agent, Task, toUnixTimestamp64Micro(RunStart), Revision, "
-        "RootSpanId "
+        "RootSpanId, Error, Model, PromptTokens, CompletionTokens, LatencyMs, Cost, Details "
         f"FROM scores FINAL WHERE {' AND '.join(clauses) or '1'} "
         "ORDER BY RunStart DESC, TraceId, Metric LIMIT {limit:UInt32}"
     )
@@ -48,7 +52,7 @@ def query_scores(store: Store, where: ScoreFilter) -> list[dict[str, Any]]:
 
 
 def _to_json(row: tuple[Any, ...]) -> dict[str, Any]:
-    return {
+    result = {
         "trace_id": row[0],
         "metric": row[1],
         "score": row[2],
@@ -62,6 +66,20 @@ def _to_json(row: tuple[Any, ...]) -> dict[str, Any]:
         "revision": int(row[11]),
         "root_span_id": row[12],
     }
+    error, model, details = row[13], row[14], row[19]
+    if error:
+        result["error"] = error
+    if model:  # an LLM judge's verdict (failed calls may not know their model)
+        result.update(
+            model=model,
+            prompt_tokens=int(row[15]),
+            completion_tokens=int(row[16]),
+            latency_ms=int(row[17]),
+            cost=row[18],
+        )
+    if details:
+        result["details"] = json.loads(details)
+    return result
 
 
 __all__ = ["QueryError", "ScoreFilter", "parse_time", "query_scores"]

@@ -4,8 +4,8 @@ Its queue is a query, not a watermark: recent trajectories with no decision for 
 evaluator version and revision. After scoring it records a decision (scored, sampled out,
 error), so a restart resumes exactly where work stopped, and a re-assembled run (new revision)
 is scored again. Several workers on one store heartbeat into it and take disjoint shares of
-runs by trace-id hash; writes are keyed so that an overlap while workers join or leave
-replaces rows instead of duplicating them.
+runs by trace-id hash (run_queue.py, shared with the judge worker); writes are keyed so that
+an overlap while workers join or leave replaces rows instead of duplicating them.
 """
 
 from __future__ import annotations
@@ -13,19 +13,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
-from agenttrail.evaluators.reference_store import StoredReference, latest_references
+from agenttrail.evaluators.reference_store import StoredReference
+from agenttrail.evaluators.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
 
 log = logging.getLogger(__name__)
 
@@ -54,36 +52,8 @@ SCORE_COLUMNS = (
     "Error",
     "CreatedAt",
 )
-DECISION_COLUMNS = (
-    "TraceId",
-    "RootSpanId",
-    "Evaluator",
-    "EvaluatorVersion",
-    "Revision",
-    "Decision",
-    "Detail",
-    "WorkerId",
-    "DecidedAt",
-)
-
-_PENDING = """
-SELECT t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS, t.Failure,
-       t.ToolCalls, t.Revision
-FROM trajectories AS t FINAL
-LEFT ANTI JOIN (
-    SELECT TraceId, RootSpanId, Revision FROM evaluation_decisions
-    WHERE EvaluatorVersion = {version:String}
-) AS d ON t.TraceId = d.TraceId AND t.RootSpanId = d.RootSpanId AND t.Revision = d.Revision
-WHERE t.IsDeleted = 0 AND t.AssembledAt >= now64(6) - toIntervalSecond({lookback:UInt32})
-  AND cityHash64(t.TraceId) % {shards:UInt32} = {shard:UInt32}
-ORDER BY t.AssembledAt
-LIMIT {limit:UInt32}
-"""
-_MEMBERS = """
-SELECT WorkerId FROM evaluator_heartbeats FINAL
-WHERE EvaluatorVersion = {version:String} AND SeenAt >= now64(3) - toIntervalMillisecond({alive_ms:UInt32})
-ORDER BY WorkerId
-"""
+_PENDING_COLUMNS = """t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS,
+t.Failure, t.ToolCalls, t.Revision"""
 
 
 def sample_fraction(trace_id: str) -> float:
@@ -210,7 +180,7 @@ class WorkerCounters:
     score_delays_s: list[float] = field(default_factory=list)
 
 
-class EvaluatorWorker(BackgroundLoop):
+class EvaluatorWorker(RunQueueWorker):
     """Scores runs in a background thread; `run_once` does one cycle (tests call it directly)."""
 
     name = "evaluator"
@@ -225,86 +195,41 @@ class EvaluatorWorker(BackgroundLoop):
     ) -> None:
         self.config = config or EvaluatorConfig()
         super().__init__(
+            store_factory,
             what="evaluator cycle",
             thread_name="agenttrail-evaluator",
             poll_interval_s=self.config.poll_interval_s,
+            worker_id=worker_id,
+            heartbeat_s=heartbeat_s,
         )
-        self._store_factory = store_factory
-        self._store: Store | None = None
         self.version = self.config.version
-        self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{os.urandom(3).hex()}"
-        self._heartbeat_s = heartbeat_s
-        self._last_heartbeat = 0.0
-        self._references: dict[str, StoredReference] = {}
-        self._references_at = 0.0
         self.counters = WorkerCounters()
 
-    @property
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = self._store_factory()
-        return self._store
-
-    def start(self) -> None:
-        self._heartbeat(force=True)
-        super().start()
-
-    def cycle(self) -> None:
-        """Drain the queue: batches until none is pending (or we are stopping)."""
-        while self.run_once() and not self._stop.is_set():
-            pass
+    def queue_keys(self) -> list[str]:
+        return [self.version]
 
     def count_failure(self, message: str) -> None:
         self.counters.errors += 1
         self.counters.last_error = message
 
-    def _heartbeat(self, *, force: bool = False) -> None:
-        now = time.time()
-        if force or now - self._last_heartbeat >= self._heartbeat_s:
-            self.store.insert_rows(
-                "evaluator_heartbeats",
-                ("WorkerId", "EvaluatorVersion", "SeenAt"),
-                [(self.worker_id, self.version, f"{now:.3f}")],
-            )
-            self._last_heartbeat = now
-
-    def _shard(self) -> tuple[int, int]:
-        alive_ms = int(self._heartbeat_s * 5000)
-        members = [
-            row[0] for row in self.store.query(_MEMBERS, {"version": self.version, "alive_ms": alive_ms})
-        ]
-        if self.worker_id not in members:
-            members = sorted([*members, self.worker_id])
-        return members.index(self.worker_id), len(members)
-
-    def references(self) -> dict[str, StoredReference]:
-        if time.monotonic() - self._references_at > 2.0:
-            self._references = latest_references(self.store)
-            self._references_at = time.monotonic()
-        return self._references
-
     def run_once(self) -> int:
         """Score one batch of pending runs; returns how many runs were decided."""
         self.counters.cycles += 1
         self._heartbeat()
-        shard, shards = self._shard()
-        rows = self.store.query(
-            _PENDING,
-            {
-                "version": self.version,
-                "lookback": self.config.lookback_s,
-                "shards": shards,
-                "shard": shard,
-                "limit": self.config.batch_size,
-            },
+        rows = pending_runs(
+            self.store,
+            self.version,
+            _PENDING_COLUMNS,
+            params={"lookback": self.config.lookback_s},
+            shard=self.shards()[self.version],
+            limit=self.config.batch_size,
         )
         if not rows:
             return 0
         references = self.references()
         scores: list[tuple[Any, ...]] = []
         decisions: list[tuple[Any, ...]] = []
-        now = time.time()
-        stamp = f"{now:.6f}"
+        now, stamp = now_stamp()
         for trace_id, root, agent, task, start_us, latency_s, failure, tool_calls, revision in rows:
             decision, detail = "scored", ""
             if not self.config.sampled(trace_id, agent, task, bool(failure)):
@@ -351,7 +276,7 @@ class EvaluatorWorker(BackgroundLoop):
             )
         self.store.insert_rows("scores", SCORE_COLUMNS, scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
-        self.store.insert_rows("evaluation_decisions", DECISION_COLUMNS, decisions)
+        record_decisions(self.store, decisions)
         return len(rows)
 
     def _score(

@@ -27,7 +27,8 @@ MAX_PAGE_SIZE = 1000
 
 _SELECT = """
 SELECT TraceId, RootSpanId, Metric, Evaluator, EvaluatorVersion, Score, Label, Explanation, Agent, Task,
-       toUnixTimestamp64Micro(RunStart), Revision, ReferenceVersion, Error, toUnixTimestamp64Micro(CreatedAt)
+       toUnixTimestamp64Micro(RunStart), Revision, ReferenceVersion, Error, toUnixTimestamp64Micro(CreatedAt),
+       Model, PromptTokens, CompletionTokens, Cost, Details
 FROM scores FINAL WHERE {where}
 ORDER BY RunStart DESC, TraceId, RootSpanId, Metric, EvaluatorVersion
 LIMIT {{limit:UInt32}}
@@ -119,7 +120,8 @@ def _read_token(token: str, digest: str) -> dict[str, Any]:
 
 def _score(row: tuple[Any, ...]) -> pb.Score:
     trace, root, metric, evaluator, version, score, label, explanation, agent, task = row[:10]
-    run_start_us, revision, reference_version, error, created_us = row[10:]
+    run_start_us, revision, reference_version, error, created_us = row[10:15]
+    model, prompt_tokens, completion_tokens, cost, details = row[15:]
     result = pb.EvaluationResult(
         metric=metric,
         label=label,
@@ -128,6 +130,11 @@ def _score(row: tuple[Any, ...]) -> pb.Score:
         evaluator_version=version,
         error=error,
         created_at=timestamp_us(created_us),
+        model=model,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost,
+        details_json=details,
     )
     if score is not None:
         result.score = score

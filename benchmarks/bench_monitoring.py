@@ -1,0 +1,137 @@
+"""Monitoring benchmark: `agenttrail stats` and `agenttrail drift` over 1,000,000 stored runs.
+
+Runs are generated inside the embedded store (INSERT ... SELECT from numbers()), spread over
+the last 7 days, 4 agents x 20 tasks x 2 models x 2 versions, with 2 % re-assembled (a second
+version of the same run, as late spans cause) and 4 scores per run. Prints the time of each
+query; asserts nothing. `--runs N` for a smaller store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from agenttrail.collector.schema import migrate
+from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.cli import ALL_MIGRATIONS
+from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
+from agenttrail.evaluators.monitoring.schema import MONITORING_MIGRATIONS
+from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+
+SPREAD_S = 7 * 86_400
+AGENTS = "['support-bot', 'research-bot', 'billing-bot', 'triage-bot']"
+TOOLS = "['search_kb', 'lookup_order', 'issue_refund', 'send_email', 'escalate']"
+
+# One run per number: deterministic ids, times in order over the spread, random measures.
+_RUNS = f"""
+INSERT INTO trajectories (TraceId, RootSpanId, Agent, AgentVersion, Task, ServiceName, Model, Start,
+    LatencyS, Failure, ErrorType, InputTokens, OutputTokens, ToolCount, ToolNames, ToolStatuses,
+    ToolCalls, SpanCount, Revision, AssembledAt, Version, IsDeleted)
+SELECT TraceId, RootSpanId, Agent, AgentVersion, Task, 'bench', Model, Start, LatencyS, Failure,
+    if(Failure, 'TimeoutError', ''), InputTokens, OutputTokens, length(ToolNames), ToolNames,
+    arrayMap(t -> if(randCanonical() < 0.05, 'error', 'ok'), ToolNames), '[]', length(ToolNames) + 2,
+    {{revision:UInt32}}, Start, {{version:UInt64}}, 0
+FROM (
+    SELECT lower(hex(MD5(toString(number)))) AS TraceId,
+        substring(lower(hex(MD5(concat('root', toString(number))))), 1, 16) AS RootSpanId,
+        {AGENTS}[number % 4 + 1] AS Agent,
+        if(number < {{runs:UInt64}} / 2, 'v1', 'v2') AS AgentVersion,
+        concat('task-', toString(number % 20)) AS Task,
+        ['model-a', 'model-b'][intDiv(number, 7) % 2 + 1] AS Model,
+        fromUnixTimestamp64Micro(toInt64({{start_us:Int64}} + number * {{step_us:Int64}})) AS Start,
+        exp(randNormal(0, 0.6)) AS LatencyS,
+        toUInt8(randCanonical() < 0.05) AS Failure,
+        toUInt64(200 + rand() % 800) AS InputTokens,
+        toUInt64(50 + rand() % 300) AS OutputTokens,
+        arrayMap(i -> {TOOLS}[rand(i) % 5 + 1], range(1 + rand() % 6)) AS ToolNames
+    FROM numbers({{runs:UInt64}})
+    WHERE number % {{every:UInt64}} = 0
+)
+"""
+
+_SCORES = """
+INSERT INTO scores (TraceId, RootSpanId, Metric, Evaluator, EvaluatorVersion, Score, Label, Explanation,
+    Agent, Task, RunStart, Revision, ReferenceVersion, Error, CreatedAt)
+SELECT t.TraceId, t.RootSpanId, m, 'trajectory', 'trajectory-bench',
+    multiIf(m = 'latency', t.LatencyS, m = 'failure', toFloat64(t.Failure),
+            m = 'trajectory_exact_match', toFloat64(randCanonical() < 0.8), randCanonical()),
+    '', '', t.Agent, t.Task, t.Start, t.Revision, 1, '', t.Start
+FROM trajectories AS t
+ARRAY JOIN ['trajectory_exact_match', 'trajectory_precision', 'latency', 'failure'] AS m
+"""
+
+
+def generate(store: Store, runs: int, now: datetime) -> None:
+    """`runs` runs over the 7 days before `now`, 2 % of them stored twice, 4 scores each."""
+    start_us = int((now.timestamp() - SPREAD_S) * 1e6)
+    params = {"runs": runs, "start_us": start_us, "step_us": SPREAD_S * 1_000_000 // runs}
+    store.command(_RUNS, {**params, "every": 1, "revision": 1, "version": 1})
+    store.command(_RUNS, {**params, "every": 50, "revision": 2, "version": 2})  # re-assembled runs
+    store.command(_SCORES)
+
+
+def timed(what: str, function: Callable[[], Any], repeat: int = 3) -> Any:
+    times, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - started)
+    print(f"  {what:<58} {statistics.median(times) * 1000:8.0f} ms  (median of {repeat})", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument("--store", help="reuse this directory (generated if empty)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
+        store = Store(parse_store(args.store or str(Path(tmp) / "store"), "bench"))
+        migrate(store, (*ALL_MIGRATIONS, *MONITORING_MIGRATIONS))
+        now = datetime.now(UTC)
+        if not store.query("SELECT count() FROM trajectories")[0][0]:
+            started = time.perf_counter()
+            generate(store, args.runs, now)
+            print(f"generated {args.runs:,} runs + scores in {time.perf_counter() - started:.1f} s")
+        else:
+            now = store.query("SELECT max(Start) FROM trajectories")[0][0].replace(tzinfo=UTC)
+        counts = store.query(
+            "SELECT (SELECT count() FROM trajectories), (SELECT count() FROM scores), "
+            "(SELECT count() FROM system.parts WHERE database = currentDatabase() AND active "
+            "AND table = 'trajectories')"
+        )[0]
+        print(f"stored rows: {counts[0]:,} trajectories (incl. versions), {counts[1]:,} scores, {counts[2]} parts")
+        until = now + timedelta(seconds=1)
+        day, week = until - timedelta(days=1), until - timedelta(days=7)
+        print("stats:")
+        for label, query in (
+            ("1 day, 5m buckets", StatsQuery(since=day, until=until, bucket_s=300)),
+            ("1 day, 1h buckets", StatsQuery(since=day, until=until, bucket_s=3600)),
+            ("7 days, 1h buckets", StatsQuery(since=week, until=until, bucket_s=3600)),
+            ("7 days, 1d buckets", StatsQuery(since=week, until=until, bucket_s=86_400)),
+            ("7 days, 1d, by task,model,agent_version", StatsQuery(
+                since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")
+            )),
+            ("7 days, 1h, one agent", StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot")),
+        ):
+            rows = timed(f"{label} ({args.runs:,} runs stored)", lambda q=query: query_stats(store, q))
+            print(f"    -> {len(rows)} rows")
+        print("drift (all agents, every metric):")
+        for label, drift in (
+            ("recent 1h vs rolling 24h", DriftQuery(recent_s=3600, baseline=Baseline(rolling_s=86_400), now=until)),
+            ("recent 24h vs rolling 6d", DriftQuery(recent_s=86_400, baseline=Baseline(rolling_s=6 * 86_400), now=until)),
+            ("recent 24h vs version v1", DriftQuery(recent_s=86_400, baseline=Baseline(version="v1"), now=until)),
+        ):
+            results = timed(label, lambda d=drift: analyse_drift(store, d), repeat=1)
+            print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

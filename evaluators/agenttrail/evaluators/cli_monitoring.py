@@ -1,0 +1,345 @@
+"""`agenttrail stats` and `agenttrail drift`, their read routes, and the sidecar's drift monitor.
+
+Importing this module registers the commands on `cli` and `install_monitoring` among the
+sidecar extensions (evaluators/cli.py imports it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from agenttrail.collector.cli import (
+    SIDECAR_EXTENSIONS,
+    SidecarApi,
+    cli,
+    config_from,
+    emit_rows,
+    read_via,
+    store_options,
+)
+from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.queries import QueryError, parse_time
+from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.sidecar import Sidecar
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.drift import DriftQuery, DriftSettings, analyse_drift
+from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
+from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
+from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, query_stats, split_list
+from agenttrail.evaluators.monitoring.timespec import parse_duration_s
+from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+
+READ_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS, *MONITORING_MIGRATIONS)
+
+
+def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
+    """Add the drift_events table, the drift monitor (unless disabled) and the stats/drift routes."""
+    config = DriftConfig.from_file(config_file)
+    sidecar.migrations.extend(MONITORING_MIGRATIONS)
+    if config.enabled:
+        sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
+    store = _lazy_store(sidecar)
+    sidecar.add_read_route(
+        "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))
+    )
+
+    def drift_route(params: dict[str, str]) -> list[dict[str, Any]]:
+        params = dict(params)
+        settings = with_overrides(config.settings, params.pop("min_samples", None), params.pop("alpha", None))
+        return [r.to_json() for r in analyse_drift(store(), DriftQuery.from_params(params), settings)]
+
+    sidecar.add_read_route("/api/v1/drift", drift_route)
+
+
+def with_overrides(settings: DriftSettings, min_samples: Any, alpha: Any) -> DriftSettings:
+    """The settings with a per-request minimum sample size or alpha (text or number) applied."""
+    try:
+        if min_samples not in (None, ""):
+            settings = replace(settings, min_samples=int(min_samples))
+        if alpha not in (None, ""):
+            settings = replace(settings, alpha=float(alpha))
+    except ValueError as exc:
+        raise QueryError(f"min_samples must be a whole number and alpha a number: {exc}") from exc
+    return settings
+
+
+def _lazy_store(sidecar: Sidecar) -> Callable[[], Store]:
+    """A store client of the routes' own, opened on first use (after the sidecar started)."""
+    opened: list[Store] = []
+
+    def get() -> Store:
+        if not opened:
+            opened.append(sidecar.new_store())
+        return opened[0]
+
+    return get
+
+
+SIDECAR_EXTENSIONS.append(install_monitoring)
+
+
+def _read(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    server: str | None,
+    route: str,
+    params: dict[str, str],
+    local: Callable[[Store], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Rows from the running sidecar's route, or computed on the store when nothing holds it."""
+    config = config_from({"store": store, "database": database}, config_file)
+    source = read_via(config, server)
+    try:
+        if isinstance(source, SidecarApi):
+            return source.get_lines(route, params)
+        try:
+            migrate(source, READ_MIGRATIONS)
+            return local(source)
+        finally:
+            source.close()
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _usage(function: Callable[[], Any]) -> Any:
+    try:
+        return function()
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+_format_option = click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+_server_option = click.option(
+    "--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318)."
+)
+
+
+@cli.command()
+@store_options
+@click.option(
+    "--since", default="24h", show_default=True, help="Start: ISO 8601 or a duration back (2h, 7d)."
+)
+@click.option("--until", help="End, same forms as --since [default: now].")
+@click.option("--agent", help="Only this agent.")
+@click.option("--task", help="Only this task.")
+@click.option("--bucket", default="1h", show_default=True, help="Time bucket, 1m to 1d (5m, 1h, 1d).")
+@click.option("--by", default="", help=f"Also group by, comma-separated: {', '.join(GROUPS)}.")
+@click.option("--metric", multiple=True, help="Only these evaluation metrics (repeat or comma-separate).")
+@_format_option
+@_server_option
+def stats(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str,
+    until: str | None,
+    agent: str | None,
+    task: str | None,
+    bucket: str,
+    by: str,
+    metric: tuple[str, ...],
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores."""
+    now = datetime.now(UTC)
+    query = _usage(
+        lambda: StatsQuery(
+            since=parse_time(since, now=now),
+            until=parse_time(until, now=now) if until else now,
+            bucket_s=parse_duration_s(bucket, what="--bucket", low_s=60, high_s=86_400),
+            agent=agent,
+            task=task,
+            by=split_list(by),
+            metrics=split_list(",".join(metric)),
+        )
+    )
+    rows = _read(
+        store,
+        database,
+        config_file,
+        server,
+        "/api/v1/stats",
+        query.to_params(),
+        lambda source: query_stats(source, query),
+    )
+    emit_rows(
+        rows,
+        output_format,
+        empty="no runs in that period",
+        headers=[
+            "bucket start",
+            "agent",
+            *query.by,
+            "runs",
+            "fail",
+            "p50",
+            "p95",
+            "p99",
+            "tokens in/out",
+            "tool errors",
+            "scores (mean±sd n)",
+        ],
+        cells=lambda row: (
+            row["bucket_start"][:16].replace("T", " "),
+            row["agent"],
+            *(row[name] or "-" for name in query.by),
+            row["runs"],
+            _percent(row["failure_rate"]),
+            *(_seconds(row[f"latency_{p}_s"]) for p in ("p50", "p95", "p99")),
+            f"{row['input_tokens']}/{row['output_tokens']}",
+            _tool_errors(row["tools"]),
+            _scores(row["metrics"]),
+        ),
+    )
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}s"
+
+
+def _tool_errors(tools: dict[str, dict[str, Any]]) -> str:
+    failing = [f"{name} {t['errors']}/{t['calls']}" for name, t in sorted(tools.items()) if t["errors"]]
+    return ", ".join(failing) or "-"
+
+
+def _scores(metrics: dict[str, dict[str, Any]]) -> str:
+    return (
+        "; ".join(
+            f"{name} {m['mean']:.3f}±{m['std']:.3f} n={m['count']}"
+            for name, m in sorted(metrics.items())
+            if m["count"]
+        )
+        or "-"
+    )
+
+
+@cli.command()
+@store_options
+@click.option("--recent", default="1h", show_default=True, help="The recent window, ending now (or --now).")
+@click.option(
+    "--baseline", "rolling", help="Baseline: the window of this length just before the recent one [24h]."
+)
+@click.option(
+    "--baseline-from", help="Baseline: a fixed period from this time (ISO 8601 or a duration back)."
+)
+@click.option("--baseline-to", help="End of the fixed baseline period.")
+@click.option(
+    "--baseline-version", help="Baseline: runs of this agent version (within --baseline-from/to if given)."
+)
+@click.option("--agent", help="Only this agent.")
+@click.option("--task", help="Only runs of this task.")
+@click.option(
+    "--metric",
+    multiple=True,
+    help="Only these metrics: failure_rate, latency, trajectory_length, tool_distribution, a score.",
+)
+@click.option("--now", help="End the recent window here instead of now (ISO 8601), to re-check the past.")
+@click.option(
+    "--min-samples",
+    type=click.IntRange(min=2),
+    help="Fewest values per window to call drift [config, else 30].",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Significance level after Benjamini-Hochberg [config, else 0.01].",
+)
+@click.option("--all", "show_all", is_flag=True, help="Table: also list the tests that found no drift.")
+@_format_option
+@_server_option
+def drift(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    recent: str,
+    rolling: str | None,
+    baseline_from: str | None,
+    baseline_to: str | None,
+    baseline_version: str | None,
+    agent: str | None,
+    task: str | None,
+    metric: tuple[str, ...],
+    now: str | None,
+    min_samples: int | None,
+    alpha: float | None,
+    show_all: bool,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Compare each agent's recent window with a baseline, metric by metric, and call drift."""
+    params = {
+        key: value
+        for key, value in {
+            "recent": recent,
+            "baseline": rolling,
+            "baseline_from": baseline_from,
+            "baseline_to": baseline_to,
+            "baseline_version": baseline_version,
+            "agent": agent,
+            "task": task,
+            "metric": ",".join(metric),
+            "now": now,
+        }.items()
+        if value
+    }
+    query = _usage(lambda: DriftQuery.from_params(params))
+    try:
+        configured = DriftConfig.from_file(config_file).settings
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    settings = _usage(lambda: with_overrides(configured, min_samples, alpha))
+    overrides = {k: str(v) for k, v in {"min_samples": min_samples, "alpha": alpha}.items() if v is not None}
+    rows = _read(
+        store,
+        database,
+        config_file,
+        server,
+        "/api/v1/drift",
+        {**query.to_params(), **overrides},
+        lambda source: [r.to_json() for r in analyse_drift(source, query, settings)],
+    )
+    shown = rows if show_all or output_format == "json" else [r for r in rows if r["status"] != "no_drift"]
+    emit_rows(
+        shown,
+        output_format,
+        empty=f"no drift in {len(rows)} test(s) (--all lists them)" if rows else "no runs in either window",
+        headers=[
+            "agent",
+            "metric",
+            "test",
+            "status",
+            "p",
+            "p adj",
+            "effect",
+            "n base/recent",
+            "base -> recent",
+        ],
+        cells=lambda r: (
+            r["agent"],
+            r["metric"],
+            r["test"],
+            r["status"],
+            _number(r["p_value"], ".2g"),
+            _number(r["p_adjusted"], ".2g"),
+            f"{r['effect']} {_number(r['effect_size'], '+.3f')}",
+            f"{r['baseline_n']}/{r['recent_n']}",
+            f"{_number(r['baseline_value'], '.3f')} -> {_number(r['recent_value'], '.3f')}",
+        ),
+    )
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)

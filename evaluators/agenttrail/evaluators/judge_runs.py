@@ -1,0 +1,247 @@
+"""Decide a batch of runs for one judge: filter, sample, judge in parallel, store, record.
+
+Shared by the online judge worker and `agenttrail backfill`, so both record the same
+decisions: `filtered` (detail: which filter), `sampled_out`, `done`, `error` (detail: the
+message; the result rows are stored with Error set and Score NULL) and `budget_paused` (the
+budget ran out before the run was judged; the run stays pending).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agenttrail.collector.queries import TRAJECTORY_JSON_COLUMNS, trajectory_to_json
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.judge_config import JudgeSpec
+from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput, JudgeResult
+from agenttrail.evaluators.metrics import ABSENT
+from agenttrail.evaluators.reference_store import StoredReference
+from agenttrail.evaluators.run_queue import now_stamp, record_decisions
+from agenttrail.evaluators.worker import SCORE_COLUMNS
+
+JUDGE_SCORE_COLUMNS = (
+    *SCORE_COLUMNS,
+    "Model",
+    "PromptTokens",
+    "CompletionTokens",
+    "LatencyMs",
+    "Cost",
+    "Details",
+)
+_CONVERSATIONS = f"""
+SELECT {TRAJECTORY_JSON_COLUMNS} FROM trajectories FINAL
+WHERE IsDeleted = 0 AND ConversationId IN {{ids:Array(String)}}
+ORDER BY Start, TraceId
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class OnlineJudge:
+    """A configured judge, built: what the worker and backfill run."""
+
+    spec: JudgeSpec
+    judge: Judge
+    concurrency: int = 4  # calls in flight at once (the client's limit)
+    session: bool = False  # judged with every run of its conversation
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def version(self) -> str:
+        """The configured pin, else the judge's own hash of its prompt and settings."""
+        return self.spec.version or self.judge.version
+
+    @property
+    def queue_key(self) -> str:
+        """Its key in decisions and heartbeats: qualified by name, since two judges may share a
+        version (same settings, or the same pinned version)."""
+        return f"{self.spec.name}@{self.version}"
+
+
+@dataclass
+class BatchOutcome:
+    decisions: Counter[str] = field(default_factory=Counter)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    pause: BudgetExhausted | None = None  # set when the budget ran out during the batch
+
+    @property
+    def decided(self) -> int:
+        """Runs that left the queue (budget-paused runs stay in it)."""
+        return sum(n for decision, n in self.decisions.items() if decision != "budget_paused")
+
+    def add(self, other: BatchOutcome) -> None:
+        self.decisions.update(other.decisions)
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost += other.cost
+        self.pause = other.pause or self.pause
+
+
+def reference_json(reference: StoredReference) -> tuple[Mapping[str, Any], ...]:
+    """A reference trajectory as judges see it: name, and input/output where given."""
+    calls = []
+    for call in reference.entry.reference:
+        item: dict[str, Any] = {"name": call.name}
+        if call.input is not ABSENT:
+            item["input"] = call.input
+        if call.output is not ABSENT:
+            item["output"] = call.output
+        calls.append(item)
+    return tuple(calls)
+
+
+def judge_input(
+    run: Mapping[str, Any],
+    reference: StoredReference | None = None,
+    session: Sequence[JudgeInput] = (),
+) -> JudgeInput:
+    """A judge's view of a stored run (`trajectories --format json` shape) with its task's reference."""
+    return JudgeInput.from_trajectory(
+        run,
+        reference_trajectory=reference_json(reference) if reference else None,
+        expected_response=reference.entry.expected_response if reference else None,
+        runs=tuple(session),
+    )
+
+
+def conversations(store: Store, runs: Sequence[Mapping[str, Any]]) -> dict[str, list[JudgeInput]]:
+    """Every stored run of the batch's conversations, in start order, in one query."""
+    ids = sorted({run["conversation_id"] for run in runs if run["conversation_id"]})
+    found: dict[str, list[JudgeInput]] = {}
+    if ids:
+        for row in store.query(_CONVERSATIONS, {"ids": ids}):
+            member = trajectory_to_json(row)
+            found.setdefault(member["conversation_id"], []).append(judge_input(member))
+    return found
+
+
+def _seconds(iso: str) -> str:
+    return f"{datetime.fromisoformat(iso.replace('Z', '+00:00')).astimezone(UTC).timestamp():.6f}"
+
+
+def score_row(
+    online: OnlineJudge, result: JudgeResult, run: Mapping[str, Any], reference_version: int, stamp: str
+) -> tuple[Any, ...]:
+    """One stored verdict in JUDGE_SCORE_COLUMNS order; an error keeps Score NULL."""
+    return (
+        run["trace_id"],
+        run["root_span_id"],
+        result.metric,
+        online.name,
+        online.version,
+        None if result.error else result.score,
+        result.label,
+        result.explanation,
+        run["agent"],
+        run["task"],
+        _seconds(run["start"]),
+        run["revision"],
+        reference_version,
+        result.error,
+        stamp,
+        result.model,
+        result.prompt_tokens,
+        result.completion_tokens,
+        round(result.latency_s * 1000),
+        result.cost,
+        json.dumps(dict(result.details), ensure_ascii=False, default=str) if result.details else "",
+    )
+
+
+def resume_text(resume_at: float) -> str:
+    return datetime.fromtimestamp(resume_at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pause_text(pause: BudgetExhausted) -> str:
+    """Which budget is spent and when judging resumes (the client's message usually says both)."""
+    text = str(pause)
+    resumes = resume_text(pause.resume_at)
+    return text if resumes in text else f"{text}; resumes {resumes}"
+
+
+def decide_runs(
+    store: Store,
+    online: OnlineJudge,
+    runs: Sequence[Mapping[str, Any]],
+    executor: Executor,
+    *,
+    references: Mapping[str, StoredReference],
+    worker_id: str,
+) -> BatchOutcome:
+    """Decide every run of the batch for this judge; store scores, then decisions."""
+    outcome = BatchOutcome()
+    decisions: list[tuple[str, str]] = []  # per run, in order: (decision, detail)
+    chosen: list[int] = []
+    for index, run in enumerate(runs):
+        reason = online.spec.filtered_by(run["agent"], run["task"], bool(run["failure"]))
+        if reason:
+            decisions.append(("filtered", reason))
+        elif not online.spec.sampled(run["trace_id"]):
+            decisions.append(("sampled_out", f"sample rate {online.spec.sample_rate:g}"))
+        else:
+            decisions.append(("", ""))
+            chosen.append(index)
+    sessions = conversations(store, [runs[i] for i in chosen]) if online.session else {}
+    futures: dict[int, Future[list[JudgeResult]]] = {}
+    for index in chosen:
+        run = runs[index]
+        reference = references.get(run["task"]) if run["task"] else None
+        session = sessions.get(run["conversation_id"], ()) if run["conversation_id"] else ()
+        futures[index] = executor.submit(online.judge.evaluate, judge_input(run, reference, session))
+    _, stamp = now_stamp()
+    scores: list[tuple[Any, ...]] = []
+    for index, future in futures.items():
+        run = runs[index]
+        if outcome.pause is not None and future.cancel():
+            decisions[index] = ("budget_paused", pause_text(outcome.pause))
+            continue
+        try:
+            results = future.result()
+        except BudgetExhausted as exc:
+            outcome.pause = outcome.pause or exc
+            for other in futures.values():
+                other.cancel()
+            decisions[index] = ("budget_paused", pause_text(exc))
+            continue
+        except Exception as exc:  # a judge bug: recorded as an error result, never dropped
+            results = [
+                JudgeResult(online.name, online.version, online.name, error=f"{type(exc).__name__}: {exc}")
+            ]
+        reference = references.get(run["task"]) if run["task"] else None
+        used_reference = reference.version if reference else 0
+        errors = [result.error for result in results if result.error]
+        decisions[index] = ("error", errors[0]) if errors else ("done", "" if results else "no result")
+        for result in results:
+            scores.append(score_row(online, result, run, used_reference, stamp))
+            outcome.prompt_tokens += result.prompt_tokens
+            outcome.completion_tokens += result.completion_tokens
+            outcome.cost += result.cost
+    store.insert_rows("scores", JUDGE_SCORE_COLUMNS, scores)
+    rows = []
+    for run, (decision, detail) in zip(runs, decisions, strict=True):
+        outcome.decisions[decision] += 1
+        rows.append(
+            (
+                run["trace_id"],
+                run["root_span_id"],
+                online.name,
+                online.queue_key,
+                run["revision"],
+                decision,
+                detail,
+                worker_id,
+                stamp,
+            )
+        )
+    record_decisions(store, rows)
+    return outcome

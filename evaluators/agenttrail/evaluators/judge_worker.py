@@ -1,0 +1,141 @@
+"""The online judge worker: runs the configured LLM judges on newly assembled runs.
+
+Per judge, its queue is the recent runs with no final decision under the judge's name and
+version, so a new judge version judges them again and keeps the old version's results. Calls
+run on a thread pool per judge, as wide as the judge client's concurrency. When a judge's
+budget is spent the judge pauses until the budget's window turns over: its runs stay pending,
+one WARNING says so, and `/healthz` shows it under "judges".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from agenttrail.collector.queries import TRAJECTORY_JSON_COLUMNS, trajectory_to_json
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.judge_runs import BatchOutcome, OnlineJudge, decide_runs, pause_text
+from agenttrail.evaluators.judges.base import BudgetExhausted
+from agenttrail.evaluators.run_queue import RunQueueWorker, pending_runs
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JudgeCounters:
+    cycles: int = 0
+    failed_cycles: int = 0
+    last_error: str = ""
+    per_judge: dict[str, BatchOutcome] = field(default_factory=dict)  # totals since start
+
+
+class JudgeWorker(RunQueueWorker):
+    """Judges runs in a background thread; `run_once` does one batch per judge (tests call it)."""
+
+    name = "judges"
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        judges: Sequence[OnlineJudge],
+        *,
+        lookback_s: int = 86_400,
+        poll_interval_s: float = 0.5,
+        batch_size: int = 64,
+        worker_id: str | None = None,
+        heartbeat_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(
+            store_factory,
+            what="judge cycle",
+            thread_name="agenttrail-judges",
+            poll_interval_s=poll_interval_s,
+            worker_id=worker_id,
+            heartbeat_s=heartbeat_s,
+        )
+        self.judges = tuple(judges)
+        self.lookback_s = lookback_s
+        self.batch_size = batch_size
+        self._clock = clock
+        self.pauses: dict[str, BudgetExhausted] = {}  # judge name -> the budget error that paused it
+        self.counters = JudgeCounters(per_judge={j.name: BatchOutcome() for j in self.judges})
+        self._executors = {
+            j.name: ThreadPoolExecutor(j.concurrency, thread_name_prefix=f"agenttrail-judge-{j.name}")
+            for j in self.judges
+        }
+
+    def queue_keys(self) -> list[str]:
+        return [judge.queue_key for judge in self.judges]
+
+    def count_failure(self, message: str) -> None:
+        self.counters.failed_cycles += 1
+        self.counters.last_error = message
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        for executor in self._executors.values():
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def paused(self, name: str) -> BudgetExhausted | None:
+        """The pause in force for this judge, if any (a pause past its resume time ends here)."""
+        pause = self.pauses.get(name)
+        if pause is not None and self._clock() >= pause.resume_at:
+            if self.pauses.pop(name, None) is not None:  # the HTTP thread asks too
+                log.info("judge %r resumes: its budget window has turned over", name)
+            return None
+        return pause
+
+    def status(self) -> dict[str, str]:
+        """For /healthz: each judge's state ("ok", or why and until when it is paused)."""
+        result = {}
+        for judge in self.judges:
+            pause = self.paused(judge.name)
+            result[judge.name] = f"paused: {pause_text(pause)}" if pause else "ok"
+        return result
+
+    def run_once(self) -> int:
+        """One batch for each judge not paused; returns how many runs left the queues."""
+        self.counters.cycles += 1
+        self._heartbeat()
+        shards = self.shards()
+        decided = 0
+        for online in self.judges:
+            if self.stopping:
+                break
+            if self.paused(online.name):
+                continue
+            rows = pending_runs(
+                self.store,
+                online.queue_key,
+                TRAJECTORY_JSON_COLUMNS,
+                params={"lookback": self.lookback_s},
+                shard=shards[online.queue_key],
+                limit=self.batch_size,
+            )
+            if not rows:
+                continue
+            outcome = decide_runs(
+                self.store,
+                online,
+                [trajectory_to_json(row) for row in rows],
+                self._executors[online.name],
+                references=self.references(),
+                worker_id=self.worker_id,
+            )
+            self.counters.per_judge[online.name].add(outcome)
+            decided += outcome.decided
+            if outcome.pause is not None:
+                self._pause(online.name, outcome.pause)
+        return decided
+
+    def _pause(self, name: str, pause: BudgetExhausted) -> None:
+        self.pauses[name] = pause
+        log.warning(
+            "judge %r paused: %s; its runs stay pending and are judged when the budget allows",
+            name,
+            pause_text(pause),
+        )

@@ -1,0 +1,1 @@
+"""Monitoring: metrics over time, drift detection, alerts and exports over stored runs."""

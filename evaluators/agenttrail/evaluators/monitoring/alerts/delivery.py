@@ -1,0 +1,263 @@
+"""Delivering notifications: one supervised thread and one bounded queue per channel.
+
+The evaluator only enqueues (constant time, never blocks); each channel's thread sends with a
+timeout per attempt and retries with exponential backoff up to `max_attempts`. A slow or failing
+channel therefore delays only its own notifications, and never rule evaluation. Every attempt's
+outcome is recorded in `alert_history` (`delivered`, `retrying`, `failed`); a notification that
+finds its channel's queue full is `dropped` and counted. Queued notifications live in memory:
+a restart loses them (the alert state is persisted, so a firing alert re-notifies after its
+repeat interval).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from agenttrail.collector.background import BackgroundLoop
+from agenttrail.evaluators.monitoring.alerts.config import ChannelConfig
+from agenttrail.evaluators.monitoring.alerts.history import HistoryEvent, Recorder
+from agenttrail.evaluators.monitoring.alerts.machine import AlertInstance
+from agenttrail.evaluators.monitoring.alerts.notify import (
+    Notification,
+    alertmanager_payload,
+    log_line,
+    slack_payload,
+    webhook_payload,
+)
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryError(Exception):
+    """One attempt failed; `retry` says whether another attempt can help (not for a 4xx)."""
+
+    def __init__(self, message: str, *, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+def post_json(url: str, payload: object, headers: Mapping[str, str], timeout_s: float) -> None:
+    """POST JSON; a non-2xx answer or a network error raises DeliveryError."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(payload, ensure_ascii=False).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "agenttrail-alerts", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        body = exc.read()[:200].decode(errors="replace")
+        retry = exc.code >= 500 or exc.code in (408, 429)
+        raise DeliveryError(f"HTTP {exc.code} from {url}: {body}".strip(), retry=retry) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DeliveryError(f"cannot reach {url}: {reason}") from exc
+
+
+def send(channel: ChannelConfig, notification: Notification) -> None:
+    """One attempt to deliver `notification` on `channel`, in that channel's format."""
+    if channel.type == "log":
+        level = logging.getLevelNamesMapping()[channel.level.upper()]
+        if notification.status == "resolved":
+            level = logging.INFO
+        log.log(level, "%s", log_line(notification))
+        return
+    if channel.type == "slack":
+        post_json(channel.url, slack_payload(notification), {}, channel.timeout_s)
+    elif channel.type == "alertmanager":
+        url = channel.url.rstrip("/")
+        if not url.endswith("/api/v2/alerts"):
+            url += "/api/v2/alerts"
+        payload = alertmanager_payload(notification, channel.resend_interval_s)
+        post_json(url, payload, channel.headers, channel.timeout_s)
+    else:
+        post_json(channel.url, webhook_payload(notification), channel.headers, channel.timeout_s)
+
+
+@dataclass(order=True, slots=True)
+class _Job:
+    due: float
+    seq: int
+    notification: Notification = field(compare=False)
+    alert: AlertInstance = field(compare=False)
+    attempt: int = field(default=0, compare=False)
+
+
+@dataclass
+class ChannelCounters:
+    delivered: int = 0
+    failed: int = 0  # notifications given up on after their last attempt
+    retried: int = 0
+    dropped: int = 0  # refused because the queue was full
+    errors: int = 0  # failed cycles (bugs), not failed deliveries
+
+
+class ChannelSender(BackgroundLoop):
+    """Sends one channel's notifications in order of due time, retrying with backoff."""
+
+    def __init__(
+        self,
+        channel: ChannelConfig,
+        recorder: Recorder,
+        *,
+        queue_size: int = 1000,
+        sender: Callable[[ChannelConfig, Notification], None] = send,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(
+            what=f"alert channel {channel.name}",
+            thread_name=f"agenttrail-alerts-{channel.name}",
+            poll_interval_s=5.0,
+        )
+        self.name = f"alerts-{channel.name}"
+        self.channel = channel
+        self.counters = ChannelCounters()
+        self._recorder = recorder
+        self._send = sender
+        self._clock = clock  # for history times, so they agree with the evaluator's
+        self._queue_size = queue_size
+        self._heap: list[_Job] = []
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+
+    @property
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._heap)
+
+    def submit(self, notification: Notification, alert: AlertInstance) -> bool:
+        """Queue a notification (never blocks); False if the queue is full and it was dropped."""
+        with self._lock:
+            if len(self._heap) >= self._queue_size:
+                self.counters.dropped += 1
+                return False
+            heapq.heappush(self._heap, _Job(time.monotonic(), next(self._seq), notification, alert))
+        self.wake()
+        return True
+
+    def count_failure(self, message: str) -> None:
+        self.counters.errors += 1
+
+    def cycle(self) -> None:
+        """Send every due notification; wait for retries that fall due soon, return when idle."""
+        while not self._stop.is_set():
+            with self._lock:
+                if not self._heap:
+                    return
+                wait = self._heap[0].due - time.monotonic()
+                job = heapq.heappop(self._heap) if wait <= 0 else None
+            if job is None:
+                self._wake.wait(min(wait, self._poll_interval_s))
+                self._wake.clear()
+                continue
+            self._attempt(job)
+
+    def _attempt(self, job: _Job) -> None:
+        channel = self.channel
+        job.attempt += 1
+        try:
+            self._send(channel, job.notification)
+        except DeliveryError as exc:
+            last = job.attempt >= channel.max_attempts or not exc.retry
+            outcome = "failed" if last else "retrying"
+            self._record(job, outcome, str(exc))
+            if last:
+                self.counters.failed += 1
+                log.error(
+                    "alert %s for %s not delivered to channel %s after %d attempt(s): %s",
+                    job.notification.kind,
+                    job.notification.rule,
+                    channel.name,
+                    job.attempt,
+                    exc,
+                )
+                return
+            self.counters.retried += 1
+            delay = min(channel.backoff_s * 2 ** (job.attempt - 1), channel.max_backoff_s)
+            job.due = time.monotonic() + delay
+            with self._lock:
+                heapq.heappush(self._heap, job)
+            return
+        self.counters.delivered += 1
+        if job.notification.kind != "refresh":  # keep-alives are recorded only when they fail
+            self._record(job, "delivered", "")
+
+    def _record(self, job: _Job, outcome: str, error: str) -> None:
+        self._recorder.record(
+            [
+                HistoryEvent(
+                    self._clock(),
+                    job.alert,
+                    "delivery",
+                    notification=job.notification.kind,
+                    channel=self.channel.name,
+                    delivery=outcome,
+                    attempt=job.attempt,
+                    error=error[:1000],
+                )
+            ]
+        )
+
+
+class Dispatcher:
+    """The channel senders of one evaluator: routes each notification to the rule's channels."""
+
+    def __init__(
+        self,
+        channels: Mapping[str, ChannelConfig],
+        recorder: Recorder,
+        *,
+        queue_size: int = 1000,
+        sender: Callable[[ChannelConfig, Notification], None] = send,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.senders = {
+            name: ChannelSender(channel, recorder, queue_size=queue_size, sender=sender, clock=clock)
+            for name, channel in channels.items()
+        }
+
+    def submit(
+        self, notification: Notification, alert: AlertInstance, channels: Iterable[str]
+    ) -> list[HistoryEvent]:
+        """Queue on each channel; returns the `notification` history rows (queued or dropped)."""
+        events = []
+        for name in channels:
+            queued = self.senders[name].submit(notification, alert)
+            if not queued:
+                log.error(
+                    "alert channel %s queue is full: dropped a %s notification", name, notification.kind
+                )
+            events.append(
+                HistoryEvent(
+                    notification.at,
+                    alert,
+                    "notification",
+                    notification=notification.kind,
+                    channel=name,
+                    delivery="queued" if queued else "dropped",
+                    error="" if queued else "the channel's queue is full",
+                )
+            )
+        return events
+
+    def start(self) -> None:
+        for sender in self.senders.values():
+            sender.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        for sender in self.senders.values():
+            sender.stop(timeout_s)
+
+    def dead(self) -> list[str]:
+        return [sender.name for sender in self.senders.values() if not sender.alive()]

@@ -1,0 +1,546 @@
+"""Drift: does an agent's recent window differ from its baseline, metric by metric?
+
+The baseline is a fixed past period, a rolling window just before the recent one, or the runs
+of a pinned agent version. Per agent, each metric gets the test that fits its data
+(significance.py): failure rate and pass/fail scores (values all in {0, 1}) a two-proportion
+z-test; latency and continuous scores Mann-Whitney U and Kolmogorov-Smirnov; trajectory length
+Mann-Whitney U; the tools used a chi-square test on call counts; and failure, latency and
+scores also a Page-Hinkley change-point detector over the recent runs in time order
+(changepoint.py), for drift too gradual to move a window's average.
+
+Calling drift, per agent:
+- a window with fewer than `min_samples` values is "insufficient data", never drift;
+- multiple comparisons: the p-values of all tests of an agent (every metric and test) are
+  Benjamini-Hochberg adjusted, and a test calls drift when its adjusted p <= `alpha` AND its
+  effect size reaches `min_effect` (so a huge window does not call a negligible shift drift);
+- Page-Hinkley has no p-value: its false-alarm rate is set by its threshold (changepoint.py).
+Windows larger than `max_samples` runs are sampled uniformly by run-id hash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agenttrail.collector.queries import QueryError, iso_utc, parse_time
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring import significance
+from agenttrail.evaluators.monitoring.changepoint import ChangePoint, detect_change, detect_rate_change
+from agenttrail.evaluators.monitoring.sources import (
+    RUN_METRICS,
+    filter_clauses,
+    multi_version_metrics,
+    runs_sql,
+    scores_sql,
+    ts6,
+)
+from agenttrail.evaluators.monitoring.stats import split_list
+from agenttrail.evaluators.monitoring.timespec import format_duration, parse_duration_s
+
+FAILURE_RATE = "failure_rate"
+LATENCY = "latency"
+TRAJECTORY_LENGTH = "trajectory_length"
+TOOL_DISTRIBUTION = "tool_distribution"
+RUN_DRIFT_METRICS = (FAILURE_RATE, LATENCY, TRAJECTORY_LENGTH, TOOL_DISTRIBUTION)
+PAGE_HINKLEY = "page_hinkley"
+BERNOULLI_CUSUM = "bernoulli_cusum"
+
+# Conventional "small effect" thresholds: Cohen (h, V), Romano et al. 2006 (Cliff's delta).
+DEFAULT_MIN_EFFECT: Mapping[str, float] = {
+    "cohens_h": 0.2,
+    "cliffs_delta": 0.147,
+    "ks_d": 0.1,
+    "cramers_v": 0.1,
+}
+
+STATUS_DRIFT = "drift"
+STATUS_STABLE = "no_drift"
+STATUS_INSUFFICIENT = "insufficient_data"
+_HASH_MAX = 2**64 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class DriftSettings:
+    """How drift is called (the `drift:` config section holds the same knobs)."""
+
+    min_samples: int = 30
+    alpha: float = 0.01
+    min_effect: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_MIN_EFFECT))
+    change_delta: float = 0.5
+    change_threshold: float = 12.0
+    max_samples: int = 20_000
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 2:
+            raise QueryError(f"min_samples {self.min_samples} must be at least 2")
+        if not 0 < self.alpha < 1:
+            raise QueryError(f"alpha {self.alpha} must be between 0 and 1")
+        unknown = set(self.min_effect) - set(DEFAULT_MIN_EFFECT)
+        if unknown:
+            raise QueryError(
+                f"min_effect: unknown effect size(s) {sorted(unknown)}; known: {sorted(DEFAULT_MIN_EFFECT)}"
+            )
+        if self.max_samples < self.min_samples:
+            raise QueryError(
+                f"max_samples {self.max_samples} must be at least min_samples {self.min_samples}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """Exactly one of: a rolling window just before the recent one, a fixed period, a version."""
+
+    rolling_s: int | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    version: str | None = None  # optionally limited to [since, until)
+
+    def __post_init__(self) -> None:
+        fixed = self.since is not None or self.until is not None
+        if self.version is None and (self.rolling_s is None) == (not fixed):
+            raise QueryError(
+                "give one baseline: a rolling window (24h), a fixed period (from/to), or a version"
+            )
+        if self.version is not None and self.rolling_s is not None:
+            raise QueryError("a version baseline takes an optional fixed period, not a rolling window")
+        if fixed and (self.since is None or self.until is None or self.until <= self.since):
+            raise QueryError("a fixed baseline needs both a start and a later end")
+
+    def describe(self) -> str:
+        if self.rolling_s is not None:
+            return f"the {format_duration(self.rolling_s)} before"
+        period = (
+            f"{iso_utc(_us(self.since))}..{iso_utc(_us(self.until))}" if self.since and self.until else ""
+        )
+        if self.version is not None:
+            return f"version {self.version}" + (f" in {period}" if period else "")
+        return period
+
+
+def _us(moment: datetime | None) -> int:
+    assert moment is not None
+    return int(moment.timestamp() * 1e6)
+
+
+@dataclass(frozen=True, slots=True)
+class DriftQuery:
+    recent_s: int
+    baseline: Baseline
+    agent: str | None = None
+    task: str | None = None
+    metrics: tuple[str, ...] = ()  # empty: every metric
+    now: datetime | None = None  # end of the recent window; default: now
+
+    def recent_window(self) -> tuple[datetime, datetime]:
+        end = self.now or datetime.now(UTC)
+        return end - timedelta(seconds=self.recent_s), end
+
+    def baseline_window(self) -> tuple[datetime | None, datetime | None]:
+        if self.baseline.rolling_s is not None:
+            start, _ = self.recent_window()
+            return start - timedelta(seconds=self.baseline.rolling_s), start
+        return self.baseline.since, self.baseline.until
+
+    def to_params(self) -> dict[str, str]:
+        params = {"recent": format_duration(self.recent_s)}
+        baseline = self.baseline
+        optional = {
+            "baseline": format_duration(baseline.rolling_s) if baseline.rolling_s else None,
+            "baseline_from": baseline.since.isoformat() if baseline.since else None,
+            "baseline_to": baseline.until.isoformat() if baseline.until else None,
+            "baseline_version": baseline.version,
+            "agent": self.agent,
+            "task": self.task,
+            "metric": ",".join(self.metrics),
+            "now": self.now.isoformat() if self.now else None,
+        }
+        params.update({key: value for key, value in optional.items() if value})
+        return params
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> DriftQuery:
+        known = {
+            "recent",
+            "baseline",
+            "baseline_from",
+            "baseline_to",
+            "baseline_version",
+            "agent",
+            "task",
+            "metric",
+            "now",
+        }
+        unknown = set(params) - known
+        if unknown:
+            raise QueryError(f"unknown parameter(s) {sorted(unknown)}; use {', '.join(sorted(known))}")
+        now = parse_time(params["now"]) if params.get("now") else None
+        given_from, given_to = params.get("baseline_from"), params.get("baseline_to")
+        rolling = params.get("baseline")
+        if not (rolling or given_from or given_to or params.get("baseline_version")):
+            rolling = "24h"
+        return cls(
+            recent_s=parse_duration_s(params.get("recent") or "1h", what="recent window", low_s=60),
+            baseline=Baseline(
+                rolling_s=parse_duration_s(rolling, what="baseline window", low_s=60) if rolling else None,
+                since=parse_time(given_from, now=now) if given_from else None,
+                until=parse_time(given_to, now=now) if given_to else None,
+                version=params.get("baseline_version") or None,
+            ),
+            agent=params.get("agent") or None,
+            task=params.get("task") or None,
+            metrics=split_list(params.get("metric")),
+            now=now,
+        )
+
+
+@dataclass(slots=True)
+class Samples:
+    """One window of one agent: per metric the per-run values in time order, and tool-call counts."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    tools: Counter[str] = field(default_factory=Counter)
+    runs: int = 0
+
+    def add(self, metric: str, value: float) -> None:
+        self.values.setdefault(metric, []).append(value)
+
+
+@dataclass(frozen=True, slots=True)
+class DriftResult:
+    agent: str
+    task: str
+    metric: str
+    test: str
+    status: str
+    p_value: float | None
+    p_adjusted: float | None
+    effect_size: float | None
+    effect: str
+    baseline_n: int
+    recent_n: int
+    baseline_value: float | None  # window mean (the rate for proportions)
+    recent_value: float | None
+    window_start: datetime
+    window_end: datetime
+    baseline: str
+    detail: str = ""
+
+    @property
+    def drifted(self) -> bool:
+        return self.status == STATUS_DRIFT
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "task": self.task,
+            "metric": self.metric,
+            "test": self.test,
+            "status": self.status,
+            "drifted": self.drifted,
+            "p_value": self.p_value,
+            "p_adjusted": self.p_adjusted,
+            "effect_size": self.effect_size,
+            "effect": self.effect,
+            "baseline_n": self.baseline_n,
+            "recent_n": self.recent_n,
+            "baseline_value": self.baseline_value,
+            "recent_value": self.recent_value,
+            "window_start": iso_utc(_us(self.window_start)),
+            "window_end": iso_utc(_us(self.window_end)),
+            "baseline": self.baseline,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every result of one agent's comparison shares."""
+
+    agent: str
+    task: str
+    window_start: datetime
+    window_end: datetime
+    baseline: str
+
+
+def compare(
+    context: _Context,
+    baseline: Samples,
+    recent: Samples,
+    settings: DriftSettings,
+    metrics: Sequence[str] = (),
+) -> list[DriftResult]:
+    """Every test of one agent's two windows, with drift called as the module docstring says. Pure."""
+    results: list[DriftResult] = []
+    names = sorted(set(baseline.values) | set(recent.values))
+    for metric in names:
+        if metrics and metric not in metrics:
+            continue
+        results.extend(
+            _scalar_tests(
+                context, metric, baseline.values.get(metric, []), recent.values.get(metric, []), settings
+            )
+        )
+    if not metrics or TOOL_DISTRIBUTION in metrics:
+        results.append(_tool_test(context, baseline, recent, settings))
+    return _call_drift(results, settings)
+
+
+def _kind(metric: str, baseline: Sequence[float], recent: Sequence[float]) -> str:
+    if metric == TRAJECTORY_LENGTH:
+        return "length"
+    if metric == FAILURE_RATE or (metric != LATENCY and all(v in (0.0, 1.0) for v in (*baseline, *recent))):
+        return "proportion"
+    return "continuous"
+
+
+# Per kind of data, the tests run; per test, its function (None: the change-point detector).
+_TESTS = {
+    "proportion": ("two_proportion_z", BERNOULLI_CUSUM),
+    "continuous": ("mann_whitney_u", "kolmogorov_smirnov", PAGE_HINKLEY),
+    "length": ("mann_whitney_u",),
+}
+_TWO_SAMPLE = {
+    "two_proportion_z": (significance.two_proportion_z, "cohens_h"),
+    "mann_whitney_u": (significance.mann_whitney, "cliffs_delta"),
+    "kolmogorov_smirnov": (significance.kolmogorov_smirnov, "ks_d"),
+}
+
+
+def _scalar_tests(
+    context: _Context, metric: str, baseline: list[float], recent: list[float], settings: DriftSettings
+) -> list[DriftResult]:
+    kind = _kind(metric, baseline, recent)
+    base = _result(context, metric, baseline, recent)
+    enough = len(baseline) >= settings.min_samples and len(recent) >= settings.min_samples
+    results = []
+    for name in _TESTS[kind]:
+        if not enough:
+            effect = _TWO_SAMPLE[name][1] if name in _TWO_SAMPLE else _CHANGE_EFFECT[name]
+            results.append(_insufficient(base, name, effect, settings))
+        elif name in _CHANGE_EFFECT:
+            change = _change_point(name, baseline, recent, settings)
+            found = (
+                {"change_at_run": change.index, "direction": "up" if change.direction > 0 else "down"}
+                if change
+                else {}
+            )
+            results.append(
+                replace(
+                    base,
+                    test=name,
+                    effect=_CHANGE_EFFECT[name],
+                    status=STATUS_DRIFT if change else STATUS_STABLE,
+                    effect_size=change.shift if change else None,
+                    detail=json.dumps(found),
+                )
+            )
+        else:
+            test, effect = _TWO_SAMPLE[name]
+            outcome = test(baseline, recent)
+            results.append(
+                replace(
+                    base, test=name, effect=effect, p_value=outcome.p_value, effect_size=outcome.effect_size
+                )
+            )
+    return results
+
+
+_CHANGE_EFFECT = {PAGE_HINKLEY: "mean_shift_sd", BERNOULLI_CUSUM: "cohens_h"}
+
+
+def _change_point(
+    name: str, baseline: list[float], recent: list[float], settings: DriftSettings
+) -> ChangePoint | None:
+    if name == BERNOULLI_CUSUM:
+        shift = settings.min_effect.get("cohens_h", DEFAULT_MIN_EFFECT["cohens_h"])
+        return detect_rate_change(baseline, recent, shift_h=shift, threshold=settings.change_threshold)
+    return detect_change(baseline, recent, delta=settings.change_delta, threshold=settings.change_threshold)
+
+
+def _tool_test(context: _Context, baseline: Samples, recent: Samples, settings: DriftSettings) -> DriftResult:
+    base = replace(
+        _result(context, TOOL_DISTRIBUTION, [], []),
+        test="chi_square",
+        effect="cramers_v",
+        baseline_n=baseline.runs,
+        recent_n=recent.runs,
+        baseline_value=None,
+        recent_value=None,
+    )
+    if baseline.runs < settings.min_samples or recent.runs < settings.min_samples:
+        return _insufficient(base, "chi_square", "cramers_v", settings)
+    outcome = significance.chi_square_counts(baseline.tools, recent.tools)
+    return replace(
+        base,
+        p_value=outcome.p_value,
+        effect_size=outcome.effect_size,
+        detail=json.dumps(_share_changes(baseline.tools, recent.tools)),
+    )
+
+
+def _share_changes(baseline: Counter[str], recent: Counter[str], top: int = 3) -> dict[str, Any]:
+    """The tools whose share of calls moved most, for the report."""
+    b_total, r_total = sum(baseline.values()) or 1, sum(recent.values()) or 1
+    moves = {name: recent[name] / r_total - baseline[name] / b_total for name in set(baseline) | set(recent)}
+    largest = sorted(moves.items(), key=lambda item: -abs(item[1]))[:top]
+    return {"share_change": {name: round(change, 4) for name, change in largest}}
+
+
+def _result(context: _Context, metric: str, baseline: list[float], recent: list[float]) -> DriftResult:
+    return DriftResult(
+        agent=context.agent,
+        task=context.task,
+        metric=metric,
+        test="",
+        status=STATUS_STABLE,
+        p_value=None,
+        p_adjusted=None,
+        effect_size=None,
+        effect="",
+        baseline_n=len(baseline),
+        recent_n=len(recent),
+        baseline_value=_mean(baseline),
+        recent_value=_mean(recent),
+        window_start=context.window_start,
+        window_end=context.window_end,
+        baseline=context.baseline,
+    )
+
+
+def _insufficient(base: DriftResult, test: str, effect: str, settings: DriftSettings) -> DriftResult:
+    return replace(
+        base,
+        test=test,
+        effect=effect,
+        status=STATUS_INSUFFICIENT,
+        detail=(
+            f"insufficient data: baseline n={base.baseline_n}, recent n={base.recent_n}; "
+            f"drift is only called with at least {settings.min_samples} per window"
+        ),
+    )
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _call_drift(results: list[DriftResult], settings: DriftSettings) -> list[DriftResult]:
+    """Benjamini-Hochberg across the agent's p-values, then alpha and the minimum effect size."""
+    tested = [i for i, r in enumerate(results) if r.p_value is not None]
+    adjusted = significance.benjamini_hochberg([results[i].p_value or 0.0 for i in tested])
+    called = list(results)
+    for index, q in zip(tested, adjusted, strict=True):
+        result = results[index]
+        large = abs(result.effect_size or 0.0) >= settings.min_effect.get(result.effect, 0.0)
+        status = STATUS_DRIFT if q <= settings.alpha and large else STATUS_STABLE
+        called[index] = replace(result, p_adjusted=q, status=status)
+    return called
+
+
+# -- loading windows from ClickHouse -----------------------------------------------------------
+
+
+def analyse_drift(
+    store: Store, query: DriftQuery, settings: DriftSettings | None = None
+) -> list[DriftResult]:
+    """Drift results for every agent with runs in either window (or the one asked for)."""
+    settings = settings or DriftSettings()
+    recent_start, recent_end = query.recent_window()
+    baseline_start, baseline_end = query.baseline_window()
+    params: dict[str, Any] = {
+        "recent_start": ts6(recent_start.timestamp()),
+        "recent_end": ts6(recent_end.timestamp()),
+        "baseline_start": ts6(baseline_start.timestamp()) if baseline_start else ts6(0),
+        "baseline_end": ts6(baseline_end.timestamp()) if baseline_end else ts6(recent_end.timestamp()),
+        "version": query.baseline.version or "",
+    }
+    filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
+    params.update(filter_params)
+    windows: dict[str, tuple[Samples, Samples]] = {}
+
+    def samples(agent: str, window: int) -> Samples:
+        pair = windows.setdefault(agent, (Samples(), Samples()))
+        return pair[window]
+
+    run_window = _window_sql("Start", "AgentVersion = {version:String}", query.baseline.version is not None)
+    counts = store.query(
+        runs_sql([*filters, f"({run_window}) >= 0"], f"Agent, {run_window} AS w, count()")
+        + " GROUP BY Agent, w",
+        params,
+    )
+    keys = [f"{agent}/{window}" for agent, window, _ in counts]
+    limits = [min(_HASH_MAX, int(_HASH_MAX * settings.max_samples / n)) for _, _, n in counts]
+    params.update(keep_keys=keys, keep_limits=limits)
+    keep = (
+        "cityHash64(TraceId, RootSpanId) <= {keep_limits:Array(UInt64)}"
+        "[indexOf({keep_keys:Array(String)}, concat(Agent, '/', toString(w)))]"
+    )
+    columns = f"Agent, {run_window} AS w, Failure, LatencyS, ToolCount, ToolNames"
+    for agent, window, failure, latency, length, tools in store.query(
+        runs_sql([*filters, "w >= 0", keep], columns) + " ORDER BY Agent, Start, TraceId", params
+    ):
+        target = samples(agent, window)
+        target.runs += 1
+        target.add(FAILURE_RATE, float(failure))
+        target.add(LATENCY, float(latency))
+        target.add(TRAJECTORY_LENGTH, float(length))
+        target.tools.update(tools)
+
+    if not query.metrics or set(query.metrics) - set(RUN_DRIFT_METRICS):
+        _load_scores(store, query, filters, params, keep, samples)
+
+    results: list[DriftResult] = []
+    for agent in sorted(windows):
+        context = _Context(agent, query.task or "", recent_start, recent_end, query.baseline.describe())
+        baseline, recent = windows[agent]
+        results.extend(compare(context, baseline, recent, settings, query.metrics))
+    return results
+
+
+def _window_sql(start_column: str, in_version: str, by_version: bool) -> str:
+    """-1 outside both windows, 0 in the baseline, 1 in the recent window."""
+    recent = _between(start_column, "recent_start", "recent_end")
+    baseline = _between(start_column, "baseline_start", "baseline_end")
+    if by_version:
+        recent += f" AND NOT ({in_version})"
+        baseline += f" AND ({in_version})"
+    return f"multiIf({recent}, 1, {baseline}, 0, -1)"
+
+
+def _between(column: str, start: str, end: str) -> str:
+    return f"{column} >= {{{start}:DateTime64(6)}} AND {column} < {{{end}:DateTime64(6)}}"
+
+
+def _load_scores(
+    store: Store,
+    query: DriftQuery,
+    filters: list[str],
+    params: dict[str, Any],
+    keep: str,
+    samples: Any,
+) -> None:
+    in_version = (
+        "(TraceId, RootSpanId) IN ("
+        + runs_sql(["AgentVersion = {version:String}"], "TraceId, RootSpanId")
+        + ")"
+    )
+    window = _window_sql("RunStart", in_version, query.baseline.version is not None)
+    where = [*filters, "Metric NOT IN {run_metrics:Array(String)}"]
+    params = {**params, "run_metrics": list(RUN_METRICS)}
+    if query.metrics:
+        where.append("Metric IN {metrics:Array(String)}")
+        params["metrics"] = list(query.metrics)
+    since = min(params["baseline_start"], params["recent_start"], key=float)
+    params["multi_version"] = multi_version_metrics(store, since, params["recent_end"])
+    sql = (
+        f"SELECT Agent, w, Metric, Score FROM (SELECT *, {window} AS w FROM ({scores_sql(where)})) "
+        f"WHERE w >= 0 AND Score IS NOT NULL AND {keep} ORDER BY Agent, RunStart, TraceId"
+    )
+    for agent, window_index, metric, score in store.query(sql, params):
+        samples(agent, window_index).add(metric, float(score))

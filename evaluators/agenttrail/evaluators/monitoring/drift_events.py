@@ -1,0 +1,97 @@
+"""The `drift_events` table: each drift check's results, which alert rules read.
+
+The column set is a contract with the alerts module: change it only together.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+
+from agenttrail.collector.schema import Migration
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.drift import DriftResult
+
+DRIFT_EVENTS = """
+CREATE TABLE IF NOT EXISTS drift_events (
+    DetectedAt DateTime64(3),
+    Agent LowCardinality(String),
+    Task String,
+    Metric LowCardinality(String),
+    Test LowCardinality(String),
+    Drifted UInt8,
+    PValue Nullable(Float64),
+    EffectSize Nullable(Float64),
+    BaselineN UInt32,
+    RecentN UInt32,
+    BaselineValue Nullable(Float64),
+    RecentValue Nullable(Float64),
+    WindowStart DateTime64(3),
+    WindowEnd DateTime64(3),
+    Detail String
+) ENGINE = MergeTree
+ORDER BY (Agent, Metric, DetectedAt)
+TTL toDateTime(DetectedAt) + INTERVAL 90 DAY
+"""
+
+MONITORING_MIGRATIONS: tuple[Migration, ...] = (Migration(120, "drift events", (DRIFT_EVENTS,)),)
+
+COLUMNS = (
+    "DetectedAt",
+    "Agent",
+    "Task",
+    "Metric",
+    "Test",
+    "Drifted",
+    "PValue",
+    "EffectSize",
+    "BaselineN",
+    "RecentN",
+    "BaselineValue",
+    "RecentValue",
+    "WindowStart",
+    "WindowEnd",
+    "Detail",
+)
+
+
+def event_detail(result: DriftResult) -> str:
+    """Detail: the status, why, and what the columns do not hold (adjusted p, effect name, baseline)."""
+    return json.dumps(
+        {
+            "status": result.status,
+            "p_adjusted": result.p_adjusted,
+            "effect": result.effect,
+            "baseline": result.baseline,
+            "note": result.detail,
+        },
+        ensure_ascii=False,
+    )
+
+
+def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at: float | None = None) -> int:
+    """Append one row per result, all stamped with the same detection time; returns the count."""
+    stamp = f"{detected_at if detected_at is not None else time.time():.3f}"
+    rows = [
+        (
+            stamp,
+            r.agent,
+            r.task,
+            r.metric,
+            r.test,
+            int(r.drifted),
+            r.p_value,
+            r.effect_size,
+            r.baseline_n,
+            r.recent_n,
+            r.baseline_value,
+            r.recent_value,
+            f"{r.window_start.timestamp():.3f}",
+            f"{r.window_end.timestamp():.3f}",
+            event_detail(r),
+        )
+        for r in results
+    ]
+    store.insert_rows("drift_events", COLUMNS, rows)
+    return len(rows)

@@ -1,0 +1,192 @@
+"""Run and score metrics as OpenTelemetry instruments, read by Prometheus and pushed over OTLP.
+
+One `MeterProvider` of our own (never the global one, which belongs to whoever embeds us) holds
+the instruments; a `PrometheusMetricReader` on a private registry renders `/metrics` when scraped,
+and a periodic OTLP reader pushes the same data points. OTel names carry their unit and the
+Prometheus translation adds the suffixes:
+
+| OTel instrument (unit) | Prometheus | labels |
+|---|---|---|
+| `agenttrail.runs` counter (`{run}`) | `agenttrail_runs_total` | agent, task, status (ok/error) |
+| `agenttrail.run.duration` histogram (`s`) | `agenttrail_run_duration_seconds` | agent, task |
+| `agenttrail.tool.calls` counter (`{call}`) | `agenttrail_tool_calls_total` | agent, tool, status |
+| `agenttrail.tokens` counter (`{token}`) | `agenttrail_tokens_total` | agent, type (input/output) |
+| `agenttrail.evaluation.score` histogram (`1`) | `agenttrail_evaluation_score` | agent, metric, evaluator |
+| `agenttrail.evaluation.results` counter | `agenttrail_evaluation_results_total` | + label (pass/fail/..) |
+| `agenttrail.metrics.label_values.dropped` | `agenttrail_metrics_label_values_dropped_total` | label |
+
+Label cardinality is bounded: each label keeps its first `max_label_values` distinct values and
+maps later ones to `_other`, counting each replaced value (no trace ids are ever labels).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
+from agenttrail.evaluators.monitoring.sources import RUN_METRICS
+
+OTHER = "_other"
+# Run latency buckets: LLM agents take from a fraction of a second to minutes.
+DURATION_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# Scores are mostly in [0, 1]; a mean is sum/count whatever the scale.
+SCORE_BUCKETS = tuple(i / 10 for i in range(11))
+# Scores the evaluator writes for every run, already exported as runs_total{status} and
+# run_duration_seconds.
+RUN_LEVEL_SCORES = frozenset(RUN_METRICS)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One assembled agent run, as the metrics need it."""
+
+    agent: str
+    task: str
+    failed: bool
+    latency_s: float
+    tool_names: Sequence[str]
+    tool_statuses: Sequence[str]
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRecord:
+    """One stored evaluation result."""
+
+    trace_id: str
+    root_span_id: str
+    agent: str
+    task: str
+    metric: str
+    evaluator: str
+    score: float | None
+    label: str
+    explanation: str
+    error: str
+    created_at_ns: int
+
+
+class LabelLimiter:
+    """Keeps the first `max_values` distinct values of each label; later ones become `_other`."""
+
+    def __init__(self, max_values: int) -> None:
+        self.max_values = max_values
+        self._seen: dict[str, set[str]] = {}
+        self.dropped: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, label: str, value: str) -> str:
+        with self._lock:
+            seen = self._seen.setdefault(label, set())
+            if value in seen:
+                return value
+            if len(seen) < self.max_values:
+                seen.add(value)
+                return value
+            self.dropped[label] = self.dropped.get(label, 0) + 1
+            return OTHER
+
+
+class AgentMetrics:
+    """The instruments, their readers, and `prometheus_page` for the sidecar's `/metrics`."""
+
+    def __init__(self, config: MetricsExportConfig, *, otlp_exporter: MetricExporter | None = None) -> None:
+        readers: list[MetricReader] = []
+        self._registry = CollectorRegistry()
+        if config.prometheus:
+            readers.append(PrometheusMetricReader(registry=self._registry, scope_info_enabled=False))
+        if otlp_exporter is not None:
+            readers.append(
+                PeriodicExportingMetricReader(otlp_exporter, export_interval_millis=config.interval_s * 1000)
+            )
+        self.provider = MeterProvider(
+            metric_readers=readers,
+            resource=Resource.create({"service.name": "agenttrail"}),
+        )
+        self.labels = LabelLimiter(config.max_label_values)
+        meter = self.provider.get_meter("agenttrail.evaluators.monitoring")
+        self._runs = meter.create_counter("agenttrail.runs", "{run}", "Agent runs, by final status")
+        self._duration = meter.create_histogram(
+            "agenttrail.run.duration",
+            "s",
+            "Agent run latency (root span duration)",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S,
+        )
+        self._tool_calls = meter.create_counter("agenttrail.tool.calls", "{call}", "Tool calls, by status")
+        self._tokens = meter.create_counter("agenttrail.tokens", "{token}", "LLM tokens used by agent runs")
+        self._scores = meter.create_histogram(
+            "agenttrail.evaluation.score",
+            "1",
+            "Evaluation scores, one per run and metric",
+            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
+        )
+        self._results = meter.create_counter(
+            "agenttrail.evaluation.results", "{result}", "Evaluation results, by label (pass/fail/...)"
+        )
+        self._dropped = meter.create_counter(
+            "agenttrail.metrics.label_values.dropped",
+            "{value}",
+            "Label values replaced by _other because the label reached max_label_values",
+        )
+        self._dropped_reported: dict[str, int] = {}
+
+    def record_run(self, run: RunRecord) -> None:
+        agent, task = self.labels("agent", run.agent), self.labels("task", run.task)
+        self._runs.add(1, {"agent": agent, "task": task, "status": "error" if run.failed else "ok"})
+        self._duration.record(run.latency_s, {"agent": agent, "task": task})
+        for name, tool_status in zip(run.tool_names, run.tool_statuses, strict=False):
+            self._tool_calls.add(
+                1,
+                {
+                    "agent": agent,
+                    "tool": self.labels("tool", name),
+                    "status": "error" if tool_status == "error" else "ok",
+                },
+            )
+        for kind, count in (("input", run.input_tokens), ("output", run.output_tokens)):
+            if count:
+                self._tokens.add(count, {"agent": agent, "type": kind})
+        self._report_dropped()
+
+    def record_score(self, score: ScoreRecord) -> None:
+        """Observe a score; run-level metrics (latency, failure) and scoreless errors are skipped."""
+        if score.metric in RUN_LEVEL_SCORES:
+            return
+        labels = {
+            "agent": self.labels("agent", score.agent),
+            "metric": self.labels("metric", score.metric),
+            "evaluator": self.labels("evaluator", score.evaluator),
+        }
+        if score.score is not None:
+            self._scores.record(score.score, labels)
+        outcome = "error" if score.error else self.labels("result_label", score.label or "none")
+        self._results.add(1, {**labels, "label": outcome})
+        self._report_dropped()
+
+    def _report_dropped(self) -> None:
+        for label, count in self.labels.dropped.items():
+            new = count - self._dropped_reported.get(label, 0)
+            if new:
+                self._dropped.add(new, {"label": label})
+                self._dropped_reported[label] = count
+
+    def prometheus_page(self, params: dict[str, str]) -> tuple[str, bytes]:
+        """The `/metrics` page: Prometheus text exposition of the current values."""
+        return CONTENT_TYPE_LATEST, generate_latest(self._registry)
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Push to OTLP now (tests, shutdown)."""
+        return self.provider.force_flush(int(timeout_s * 1000))
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Push the last OTLP export (bounded: a dead endpoint must not hold up the sidecar's stop)."""
+        self.provider.shutdown(timeout_millis=timeout_s * 1000)

@@ -1,0 +1,138 @@
+"""One PNG per agent: runs and failure rate, latency percentiles, evaluation scores, over UTC time.
+
+Drawn on matplotlib `Figure` objects with the Agg canvas (no pyplot, no global state, no display),
+so the sidecar's threads can render too. Alert periods are shaded on every panel; drift points are
+marked on the panel of their metric (failure -> runs, latency -> latency, others -> scores).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import matplotlib.dates as mdates
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from agenttrail.evaluators.monitoring.report_data import AgentReport
+
+ALERT_COLOUR = "#d62728"
+DRIFT_COLOUR = "#9467bd"
+DPI = 100
+
+
+def bucket_words(seconds: int) -> str:
+    """300 -> "5 min", 3600 -> "1 h": the unit axis labels say "per"."""
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _parse(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+def _x(times: Sequence[datetime]) -> list[float]:
+    """Datetimes as matplotlib date numbers (days), which is what the typed Axes API takes."""
+    return [float(x) for x in mdates.date2num(list(times))]  # type: ignore[no-untyped-call]
+
+
+def agent_figure(report: AgentReport, bucket_s: int, until: datetime) -> bytes:
+    """The agent's three panels as PNG bytes."""
+    figure = Figure(figsize=(11, 10.5), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    runs_ax, latency_ax, scores_ax = figure.subplots(3, 1, sharex=True)
+    figure.suptitle(f"Agent {report.agent!r}: reliability and quality over time", fontsize=14, weight="bold")
+    half = timedelta(seconds=bucket_s) / 2
+    centres = _x([bucket.start + half for bucket in report.runs])
+    width = 0.9 * bucket_s / 86400  # in days, matplotlib's date unit
+
+    runs_ax.bar(centres, [b.runs for b in report.runs], width=width, color="#9ecae1", label="runs")
+    runs_ax.bar(centres, [b.failures for b in report.runs], width=width, color="#ef8a62", label="failed")
+    runs_ax.set_ylabel(f"runs per {bucket_words(bucket_s)}")
+    runs_ax.set_ylim(0, 1.5 * max((b.runs for b in report.runs), default=1))  # room for the legend
+    runs_ax.set_title("Runs and failure rate")
+    rate_ax = runs_ax.twinx()
+    rate_ax.plot(
+        centres,
+        [100 * b.failure_rate for b in report.runs],
+        color="#b2182b",
+        marker=".",
+        label="failure rate",
+    )
+    rate_ax.set_ylabel("failure rate (%)")
+    rate_ax.set_ylim(0, 105)
+
+    for name, style in (("p50", "-"), ("p95", "--"), ("p99", ":")):
+        latency_ax.plot(centres, [getattr(b, name) for b in report.runs], style, marker=".", label=name)
+    latency_ax.set_ylabel("run latency (s)")
+    latency_ax.set_title("Latency percentiles")
+    latency_ax.set_ylim(bottom=0)
+
+    for metric, buckets in sorted(report.scores.items()):
+        scores_ax.plot(
+            _x([b.start + half for b in buckets]), [b.mean for b in buckets], marker=".", label=metric
+        )
+    means = [b.mean for buckets in report.scores.values() for b in buckets]
+    if means and min(means) >= 0.0 and max(means) <= 1.0:
+        scores_ax.set_ylim(-0.02, 1.3)  # the whole 0-1 scale, with room for the legend
+    scores_ax.set_ylabel("mean score")
+    scores_ax.set_title(f"Evaluation scores (mean per {bucket_words(bucket_s)})")
+    if not report.scores:
+        scores_ax.text(
+            0.5, 0.5, "no evaluation scores in this range", ha="center", transform=scores_ax.transAxes
+        )
+
+    _shade_alerts((runs_ax, latency_ax, scores_ax), report, until)
+    _mark_drift({"failure": runs_ax, "latency": latency_ax}, scores_ax, report)
+
+    handles, labels = runs_ax.get_legend_handles_labels()
+    rate_handles, rate_labels = rate_ax.get_legend_handles_labels()
+    runs_ax.legend(handles + rate_handles, labels + rate_labels, loc="upper left", fontsize=9, framealpha=0.9)
+    for ax in (latency_ax, scores_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", fontsize=9, framealpha=0.9)
+    for ax in (runs_ax, latency_ax, scores_ax):
+        ax.grid(True, alpha=0.3)
+    locator = mdates.AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
+    scores_ax.xaxis.set_major_locator(locator)
+    scores_ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
+    scores_ax.set_xlabel("time (UTC)")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _shade_alerts(axes: tuple[Axes, ...], report: AgentReport, until: datetime) -> None:
+    labelled: set[tuple[int, str]] = set()
+    for period in report.alerts:
+        for ax in axes:
+            key = (id(ax), period.rule)
+            label = None if key in labelled else f"alert firing: {period.rule}"
+            labelled.add(key)
+            start, end = _x([period.start, period.end or until])
+            ax.axvspan(start, end, color=ALERT_COLOUR, alpha=0.12, label=label)
+
+
+def _mark_drift(panels: dict[str, Axes], scores_ax: Axes, report: AgentReport) -> None:
+    labelled: set[int] = set()
+    for event in report.drift:
+        [when] = _x([_parse(event["detected_at"])])
+        ax = panels.get(event["metric"], scores_ax)
+        label = None if id(ax) in labelled else "drift detected"
+        labelled.add(id(ax))
+        ax.axvline(when, color=DRIFT_COLOUR, linestyle="--", linewidth=1.2, label=label)
+        if ax is scores_ax and event["recent_value"] is not None:
+            ax.plot([when], [event["recent_value"]], "v", color=DRIFT_COLOUR, markersize=10)
+        ax.annotate(
+            f"drift: {event['metric']}",
+            (when, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -12),
+            textcoords="offset points",
+            color=DRIFT_COLOUR,
+            fontsize=8,
+        )

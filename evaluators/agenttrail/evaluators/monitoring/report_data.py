@@ -1,0 +1,437 @@
+"""What `agenttrail report` shows, read from ClickHouse.
+
+The time buckets are `agenttrail stats`'s (`query_stats`: the same numbers in both places);
+the per-agent summary and the worst runs are queries of their own over the same `sources`.
+
+`report_rows` returns JSON-ready rows tagged by `kind` (runs, summary, score, drift, alert, worst,
+note); the sidecar serves the same rows at `GET /api/v1/report`, so the CLI reads through a
+running `serve` exactly as it reads the store. `Report.from_rows` groups them per agent.
+
+Tables of other monitoring parts are read defensively, only if they exist with the columns
+named here (a note in the report says what was skipped and why):
+- `drift_events`: DetectedAt, Agent, Task, Metric, Test, Drifted, PValue, EffectSize, BaselineN,
+  RecentN, BaselineValue, RecentValue, Detail (rows with Drifted != 0 are drift points).
+- `alert_history`: At, Fingerprint, Rule, GroupLabels (map; `agent` key), FromState, ToState.
+  A period runs from a transition to `firing` until the next transition out of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
+from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.monitoring.timespec import parse_duration_s
+
+# Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
+BUCKETS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+MAX_AUTO_BUCKETS = 60
+
+DRIFT_COLUMNS = (
+    "DetectedAt",
+    "Agent",
+    "Task",
+    "Metric",
+    "Test",
+    "Drifted",
+    "PValue",
+    "EffectSize",
+    "BaselineN",
+    "RecentN",
+    "BaselineValue",
+    "RecentValue",
+    "Detail",
+)
+ALERT_COLUMNS = ("At", "Fingerprint", "Rule", "GroupLabels", "FromState", "ToState")
+# How far before the range alert transitions are read, to find periods already firing at its start.
+ALERT_LOOKBACK = timedelta(days=7)
+
+
+def parse_bucket(text: str) -> int:
+    """`5m`, `1h`, `1d` -> seconds (1 minute to 1 day), as `agenttrail stats --bucket` reads it."""
+    return parse_duration_s(text, what="bucket", low_s=60, high_s=86_400)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportQuery:
+    since: datetime
+    until: datetime
+    agent: str | None = None
+    bucket_s: int | None = None  # None: chosen from the range
+    worst: int = 5  # runs per agent in each worst-runs table
+
+    def __post_init__(self) -> None:
+        if self.since >= self.until:
+            raise QueryError(f"the range is empty: since {self.since} is not before until {self.until}")
+        if self.bucket_s is not None and not 60 <= self.bucket_s <= 86400:
+            raise QueryError(f"bucket of {self.bucket_s}s: must be between 60 (1m) and 86400 (1d)")
+        if not 1 <= self.worst <= 100:
+            raise QueryError(f"worst {self.worst}: must be between 1 and 100")
+
+    @property
+    def bucket(self) -> int:
+        if self.bucket_s is not None:
+            return self.bucket_s
+        span = (self.until - self.since).total_seconds()
+        return next((b for b in BUCKETS_S if span / b <= MAX_AUTO_BUCKETS), BUCKETS_S[-1])
+
+    def runs_filter(self) -> TrajectoryFilter:
+        return TrajectoryFilter(since=self.since, until=self.until, agent=self.agent)
+
+    def to_params(self) -> dict[str, str]:
+        params = {"since": self.since.isoformat(), "until": self.until.isoformat(), "worst": str(self.worst)}
+        if self.agent:
+            params["agent"] = self.agent
+        if self.bucket_s is not None:
+            params["bucket_s"] = str(self.bucket_s)
+        return params
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> ReportQuery:
+        unknown = set(params) - {"since", "until", "agent", "bucket_s", "worst"}
+        if unknown:
+            raise QueryError(f"unknown report parameter(s) {sorted(unknown)}")
+        now = datetime.now(UTC)
+        try:
+            return cls(
+                since=parse_time(params.get("since") or "24h", now=now),
+                until=parse_time(params["until"], now=now) if params.get("until") else now,
+                agent=params.get("agent") or None,
+                bucket_s=int(params["bucket_s"]) if params.get("bucket_s") else None,
+                worst=int(params.get("worst", "5")),
+            )
+        except ValueError as exc:
+            raise QueryError(f"bad report parameter: {exc}") from exc
+
+
+_RUN_SUMMARY = """Agent, count(), sum(Failure), quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS),
+sum(ToolCount), sum(arrayCount(s -> s = 'error', ToolStatuses)), sum(InputTokens), sum(OutputTokens)"""
+_RUN_COLUMNS = """Agent, TraceId, RootSpanId, toUnixTimestamp64Micro(Start), Task, LatencyS, Failure,
+ErrorType, ToolCalls"""
+# The lowest mean score per run over its evaluation metrics, joined back to the run.
+_LOWEST_SCORED = """
+SELECT t.Agent, t.TraceId, t.RootSpanId, toUnixTimestamp64Micro(t.Start), t.Task, t.LatencyS, t.Failure,
+       t.ErrorType, t.ToolCalls, low.mean
+FROM ({runs}) AS t
+INNER JOIN (
+    SELECT Agent, TraceId, RootSpanId, avg(Score) AS mean FROM ({scores})
+    GROUP BY Agent, TraceId, RootSpanId ORDER BY mean ASC, TraceId LIMIT {{worst:UInt32}} BY Agent
+) AS low ON t.TraceId = low.TraceId AND t.RootSpanId = low.RootSpanId
+ORDER BY t.Agent, low.mean ASC
+"""
+_DRIFT = """
+SELECT toUnixTimestamp64Micro(toDateTime64(DetectedAt, 6)), Agent, Task, Metric, Test, PValue, EffectSize,
+       BaselineN, RecentN, BaselineValue, RecentValue, Detail
+FROM drift_events WHERE {where} AND Drifted != 0 ORDER BY DetectedAt LIMIT 10000
+"""
+_ALERTS = """
+SELECT toUnixTimestamp64Micro(toDateTime64(At, 6)), Fingerprint, Rule, GroupLabels['agent'],
+       FromState, ToState
+FROM alert_history
+WHERE At >= {since:DateTime64(6)} AND At < {until:DateTime64(6)} AND FromState != ToState AND ToState != ''
+ORDER BY Fingerprint, At LIMIT 100000
+"""
+
+
+def _conditions(query: ReportQuery, start_column: str) -> tuple[list[str], dict[str, Any]]:
+    """The range and agent conditions on `start_column`, with every parameter the queries use."""
+    clauses, params = query.runs_filter().where_clauses(start_column)
+    params.update(worst=query.worst, run_metrics=list(RUN_METRICS))
+    return clauses, params
+
+
+def _quantiles(values: Sequence[float | None]) -> dict[str, float | None]:
+    return dict(zip(("p50", "p95", "p99"), values, strict=True))
+
+
+def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+    """Every row the report needs, tagged by `kind`; the body of `GET /api/v1/report`."""
+    rows: list[dict[str, Any]] = [{"kind": "range", "bucket_s": query.bucket, **query.to_params()}]
+    stats = StatsQuery(since=query.since, until=query.until, bucket_s=query.bucket, agent=query.agent)
+    for found in query_stats(store, stats):
+        if found["runs"]:
+            rows.append(
+                {
+                    "kind": "runs",
+                    "agent": found["agent"],
+                    "bucket": found["bucket_start"],
+                    "runs": found["runs"],
+                    "failures": found["failures"],
+                    "p50": found["latency_p50_s"],
+                    "p95": found["latency_p95_s"],
+                    "p99": found["latency_p99_s"],
+                }
+            )
+        rows.extend(
+            {
+                "kind": "score",
+                "agent": found["agent"],
+                "metric": metric,
+                "bucket": found["bucket_start"],
+                **values,
+            }
+            for metric, values in found["metrics"].items()
+            if values["count"]
+        )
+    clauses, params = _conditions(query, "Start")
+    for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in store.query(
+        runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params
+    ):
+        rows.append(
+            {
+                "kind": "summary",
+                "agent": agent,
+                "runs": int(runs),
+                "failures": int(failures),
+                **_quantiles(quantiles),
+                "tool_calls": int(tools),
+                "tool_errors": int(tool_errors),
+                "input_tokens": int(tokens_in),
+                "output_tokens": int(tokens_out),
+            }
+        )
+    rows.extend(_worst_runs(store, query))
+    rows.extend(_drift_rows(store, query))
+    rows.extend(_alert_rows(store, query))
+    return rows
+
+
+def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+    """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
+    clauses, params = _conditions(query, "Start")
+    score_clauses, score_params = _conditions(query, "RunStart")
+    score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
+    scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
+    by_agent = " LIMIT {worst:UInt32} BY Agent"
+    rows: list[dict[str, Any]] = []
+    for why, sql, sql_params in (
+        (
+            "failed",
+            runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC" + by_agent,
+            params,
+        ),
+        ("slowest", runs_sql(clauses, _RUN_COLUMNS) + " ORDER BY LatencyS DESC" + by_agent, params),
+        (
+            "lowest_scored",
+            _LOWEST_SCORED.format(runs=runs_sql(clauses, "*"), scores=scores),
+            {**params, **score_params},
+        ),
+    ):
+        for found in store.query(sql, sql_params):
+            agent, trace_id, root, start_us, task, latency, failure, error_type, calls = found[:9]
+            rows.append(
+                {
+                    "kind": "worst",
+                    "why": why,
+                    "agent": agent,
+                    "trace_id": trace_id,
+                    "root_span_id": root,
+                    "start": iso_utc(start_us),
+                    "task": task,
+                    "latency_s": float(latency),
+                    "failure": int(failure),
+                    "error_type": error_type,
+                    "tool_calls": json.loads(calls) if calls else [],
+                    "mean_score": float(found[9]) if len(found) > 9 and found[9] is not None else None,
+                }
+            )
+    return rows
+
+
+def _missing_columns(store: Store, table: str, expected: Sequence[str]) -> list[str] | None:
+    """None if the table does not exist, else the expected columns it lacks."""
+    if not store.query("EXISTS TABLE {table:Identifier}", {"table": table})[0][0]:
+        return None
+    present = {
+        row[0]
+        for row in store.query(
+            "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = {t:String}",
+            {"t": table},
+        )
+    }
+    return [column for column in expected if column not in present]
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"kind": "note", "text": text}
+
+
+def _drift_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+    missing = _missing_columns(store, "drift_events", DRIFT_COLUMNS)
+    if missing is None:
+        return [_note("no drift_events table in this store: drift points are not marked")]
+    if missing:
+        return [_note(f"drift_events lacks column(s) {', '.join(missing)}: drift points are not marked")]
+    clauses, params = query.runs_filter().where_clauses("DetectedAt")
+    rows = []
+    for (
+        when,
+        agent,
+        task,
+        metric,
+        test,
+        p_value,
+        effect,
+        base_n,
+        recent_n,
+        base_value,
+        recent_value,
+        detail,
+    ) in store.query(_DRIFT.format(where=" AND ".join(clauses)), params):
+        rows.append(
+            {
+                "kind": "drift",
+                "detected_at": iso_utc(when),
+                "agent": agent,
+                "task": task,
+                "metric": metric,
+                "test": test,
+                "p_value": p_value,
+                "effect_size": effect,
+                "baseline_n": int(base_n),
+                "recent_n": int(recent_n),
+                "baseline_value": base_value,
+                "recent_value": recent_value,
+                "detail": detail,
+            }
+        )
+    return rows
+
+
+def _alert_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+    missing = _missing_columns(store, "alert_history", ALERT_COLUMNS)
+    if missing is None:
+        return [_note("no alert_history table in this store: alert periods are not shaded")]
+    if missing:
+        return [_note(f"alert_history lacks column(s) {', '.join(missing)}: alert periods are not shaded")]
+    params = {
+        "since": f"{(query.since - ALERT_LOOKBACK).timestamp():.6f}",
+        "until": f"{query.until.timestamp():.6f}",
+    }
+    periods: list[dict[str, Any]] = []
+    open_periods: dict[str, dict[str, Any]] = {}
+    for when, fingerprint, rule, agent, from_state, to_state in store.query(_ALERTS, params):
+        if to_state == "firing" and fingerprint not in open_periods:
+            open_periods[fingerprint] = {
+                "kind": "alert",
+                "rule": rule,
+                "agent": agent,
+                "start": iso_utc(when),
+            }
+        elif from_state == "firing" and fingerprint in open_periods:
+            periods.append({**open_periods.pop(fingerprint), "end": iso_utc(when)})
+    periods.extend({**period, "end": None} for period in open_periods.values())
+    return [
+        period
+        for period in periods
+        if (period["end"] is None or _parse(period["end"]) >= query.since)
+        and (not query.agent or period["agent"] in ("", query.agent))
+    ]
+
+
+def _parse(iso: str) -> datetime:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class RunBucket:
+    start: datetime
+    runs: int
+    failures: int
+    p50: float
+    p95: float
+    p99: float
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failures / self.runs if self.runs else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreBucket:
+    start: datetime
+    count: int
+    mean: float
+    std: float
+
+
+@dataclass(frozen=True, slots=True)
+class AlertPeriod:
+    rule: str
+    agent: str  # "" when the alert is not about one agent
+    start: datetime
+    end: datetime | None  # None: still firing
+
+
+@dataclass
+class AgentReport:
+    agent: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    runs: list[RunBucket] = field(default_factory=list)
+    scores: dict[str, list[ScoreBucket]] = field(default_factory=dict)
+    drift: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[AlertPeriod] = field(default_factory=list)
+    worst: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    since: datetime
+    until: datetime
+    bucket_s: int
+    agents: dict[str, AgentReport]
+    notes: list[str]
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[dict[str, Any]]) -> Report:
+        header = next(row for row in rows if row["kind"] == "range")
+        agents: dict[str, AgentReport] = {}
+        notes: list[str] = []
+        shared_alerts: list[AlertPeriod] = []
+
+        def agent(name: str) -> AgentReport:
+            return agents.setdefault(name, AgentReport(name))
+
+        for row in rows:
+            kind = row["kind"]
+            if kind == "summary":
+                agent(row["agent"]).summary = row
+            elif kind == "runs":
+                agent(row["agent"]).runs.append(
+                    RunBucket(
+                        _parse(row["bucket"]),
+                        row["runs"],
+                        row["failures"],
+                        row["p50"],
+                        row["p95"],
+                        row["p99"],
+                    )
+                )
+            elif kind == "score":
+                agent(row["agent"]).scores.setdefault(row["metric"], []).append(
+                    ScoreBucket(_parse(row["bucket"]), row["count"], row["mean"], row["std"])
+                )
+            elif kind == "worst":
+                agent(row["agent"]).worst.setdefault(row["why"], []).append(row)
+            elif kind == "drift":
+                agent(row["agent"]).drift.append(row)
+            elif kind == "alert":
+                period = AlertPeriod(
+                    row["rule"],
+                    row["agent"],
+                    _parse(row["start"]),
+                    _parse(row["end"]) if row["end"] else None,
+                )
+                (agent(period.agent).alerts if period.agent else shared_alerts).append(period)
+            elif kind == "note":
+                notes.append(row["text"])
+        ranked = {name: report for name, report in sorted(agents.items()) if report.summary}
+        for report in ranked.values():
+            report.alerts.extend(shared_alerts)
+        return cls(_parse(header["since"]), _parse(header["until"]), int(header["bucket_s"]), ranked, notes)

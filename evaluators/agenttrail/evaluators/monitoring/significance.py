@@ -1,0 +1,113 @@
+"""Two-sample tests with their effect sizes, and Benjamini-Hochberg across them. Pure, no I/O.
+
+Which test for which data (the drift module decides per metric):
+- proportions (failure, pass/fail scores): two-proportion z-test (pooled), effect Cohen's h;
+- continuous values (latency, scores): Mann-Whitney U (location, effect Cliff's delta, the
+  rank-biserial correlation) and Kolmogorov-Smirnov (shape, effect the statistic D);
+- categorical counts (tools used): chi-square test of homogeneity, effect Cramér's V.
+Effect sizes are signed as recent minus baseline where a sign means something.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+@dataclass(frozen=True, slots=True)
+class TestOutcome:
+    test: str
+    p_value: float
+    effect_size: float
+    effect: str  # the name of the effect-size measure
+
+
+def two_proportion_z(baseline: Sequence[float], recent: Sequence[float]) -> TestOutcome:
+    """Pooled two-proportion z-test on 0/1 values; Cohen's h = 2 asin sqrt(p2) - 2 asin sqrt(p1)."""
+    n1, n2 = len(baseline), len(recent)
+    p1, p2 = sum(baseline) / n1, sum(recent) / n2
+    pooled = (p1 * n1 + p2 * n2) / (n1 + n2)
+    variance = pooled * (1 - pooled) * (1 / n1 + 1 / n2)
+    if variance <= 0:  # both windows all 0 or all 1: identical proportions
+        p_value = 1.0
+    else:
+        z = (p2 - p1) / math.sqrt(variance)
+        p_value = float(2 * stats.norm.sf(abs(z)))
+    h = 2 * math.asin(math.sqrt(p2)) - 2 * math.asin(math.sqrt(p1))
+    return TestOutcome("two_proportion_z", _clip(p_value), h, "cohens_h")
+
+
+def mann_whitney(baseline: Sequence[float], recent: Sequence[float]) -> TestOutcome:
+    """Two-sided Mann-Whitney U (tie-corrected); Cliff's delta = P(recent > base) - P(recent < base)."""
+    if _constant_and_equal(baseline, recent):
+        return TestOutcome("mann_whitney_u", 1.0, 0.0, "cliffs_delta")
+    result = stats.mannwhitneyu(recent, baseline, alternative="two-sided", method="asymptotic")
+    delta = 2 * float(result.statistic) / (len(recent) * len(baseline)) - 1
+    return TestOutcome("mann_whitney_u", _clip(float(result.pvalue)), delta, "cliffs_delta")
+
+
+def kolmogorov_smirnov(baseline: Sequence[float], recent: Sequence[float]) -> TestOutcome:
+    """Two-sided two-sample KS test; the effect is D, the largest gap between the two CDFs."""
+    if _constant_and_equal(baseline, recent):
+        return TestOutcome("kolmogorov_smirnov", 1.0, 0.0, "ks_d")
+    result = stats.ks_2samp(recent, baseline, alternative="two-sided", method="auto")
+    return TestOutcome("kolmogorov_smirnov", _clip(float(result.pvalue)), float(result.statistic), "ks_d")
+
+
+def chi_square_counts(
+    baseline: Mapping[str, int], recent: Mapping[str, int], *, min_expected: float = 5.0
+) -> TestOutcome:
+    """Chi-square homogeneity test of two count vectors; categories expected < 5 times are pooled."""
+    names = sorted(set(baseline) | set(recent))
+    table = np.array([[baseline.get(n, 0) for n in names], [recent.get(n, 0) for n in names]], dtype=float)
+    table = _pool_rare(table, min_expected)
+    if table.shape[1] < 2 or table.sum(axis=1).min() == 0:
+        return TestOutcome("chi_square", 1.0, 0.0, "cramers_v")
+    chi2, p_value, _, _ = stats.chi2_contingency(table, correction=False)
+    total = table.sum()
+    cramers_v = math.sqrt(float(chi2) / (total * (min(table.shape) - 1))) if total else 0.0
+    return TestOutcome("chi_square", _clip(float(p_value)), cramers_v, "cramers_v")
+
+
+def _pool_rare(table: np.ndarray, min_expected: float) -> np.ndarray:
+    """Merge the rarest columns into one until every expected count reaches `min_expected`."""
+    table = table[:, table.sum(axis=0) > 0]
+    order = np.argsort(table.sum(axis=0))
+    table = table[:, order]
+    total, rows = table.sum(), table.sum(axis=1)
+    while table.shape[1] > 2:
+        expected = np.outer(rows, table.sum(axis=0)) / total
+        if expected.min() >= min_expected:
+            break
+        table = np.column_stack([table[:, 0] + table[:, 1], table[:, 2:]])
+        table = table[:, np.argsort(table.sum(axis=0))]
+    return table
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """BH-adjusted p-values (q-values), in input order; calling q <= alpha controls the FDR at alpha."""
+    count = len(p_values)
+    order = sorted(range(count), key=lambda i: p_values[i])
+    adjusted = [1.0] * count
+    running = 1.0
+    for rank in range(count, 0, -1):
+        index = order[rank - 1]
+        running = min(running, p_values[index] * count / rank)
+        adjusted[index] = min(1.0, running)
+    return adjusted
+
+
+def _constant_and_equal(baseline: Sequence[float], recent: Sequence[float]) -> bool:
+    first = baseline[0]
+    return all(v == first for v in baseline) and all(v == first for v in recent)
+
+
+def _clip(p_value: float) -> float:
+    """scipy can return nan for degenerate samples; that is 'no evidence', and p stays in [0, 1]."""
+    if math.isnan(p_value):
+        return 1.0
+    return min(1.0, max(0.0, p_value))

@@ -1,0 +1,213 @@
+"""Metrics over time: per agent (and task, model, agent version) and time bucket, in ClickHouse.
+
+Per bucket: run count, failure rate, latency p50/p95/p99 (exact, linearly interpolated like
+numpy's default), tool calls and errors per tool, input/output tokens, and per evaluation
+metric count/mean/std (sample std, n-1; 0 for n = 1; a run without a score for a metric is
+missing, never 0 - spec/metrics.md "Aggregates over many runs"). Buckets are aligned to the
+Unix epoch, so a `1d` bucket is a UTC day. Two queries: runs (with tools, one pass via a
+multi-value sumMap) and scores; rows are joined by key here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agenttrail.collector.queries import QueryError, iso_utc, parse_time
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.sources import (
+    RUN_METRICS,
+    filter_clauses,
+    multi_version_metrics,
+    runs_sql,
+    scores_sql,
+    ts6,
+)
+from agenttrail.evaluators.monitoring.timespec import format_duration, parse_duration_s
+
+# --by name -> trajectories column.
+GROUPS = {"task": "Task", "model": "Model", "agent_version": "AgentVersion"}
+MAX_BUCKETS = 20_000
+PERCENTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class StatsQuery:
+    since: datetime
+    until: datetime
+    bucket_s: int = 3600
+    agent: str | None = None
+    task: str | None = None
+    by: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()  # evaluation metrics to report; empty: all
+
+    def __post_init__(self) -> None:
+        if self.until <= self.since:
+            raise QueryError(
+                f"--until ({self.until.isoformat()}) must be after --since ({self.since.isoformat()})"
+            )
+        if not 60 <= self.bucket_s <= 86_400:
+            raise QueryError(f"bucket {self.bucket_s}s is out of range: between 1m and 1d")
+        unknown = [name for name in self.by if name not in GROUPS]
+        if unknown:
+            raise QueryError(f"cannot group by {unknown}; use any of {', '.join(GROUPS)}")
+        buckets = (self.until - self.since).total_seconds() / self.bucket_s
+        if buckets > MAX_BUCKETS:
+            raise QueryError(
+                f"{buckets:,.0f} buckets of {format_duration(self.bucket_s)} between --since and --until; "
+                f"at most {MAX_BUCKETS:,}: use a larger --bucket or a shorter period"
+            )
+
+    @classmethod
+    def last(cls, period_s: int, **kwargs: Any) -> StatsQuery:
+        until = datetime.now(UTC)
+        return cls(since=until - timedelta(seconds=period_s), until=until, **kwargs)
+
+    def to_params(self) -> dict[str, str]:
+        optional = {
+            "agent": self.agent,
+            "task": self.task,
+            "by": ",".join(self.by),
+            "metric": ",".join(self.metrics),
+        }
+        return {
+            "since": self.since.isoformat(),
+            "until": self.until.isoformat(),
+            "bucket": format_duration(self.bucket_s),
+            **{key: value for key, value in optional.items() if value},
+        }
+
+    @classmethod
+    def from_params(cls, params: dict[str, str]) -> StatsQuery:
+        """The HTTP form: since/until as in `trajectories`, bucket `5m`, by and metric comma-separated."""
+        unknown = set(params) - {"since", "until", "bucket", "agent", "task", "by", "metric"}
+        if unknown:
+            raise QueryError(
+                f"unknown parameter(s) {sorted(unknown)}; use since, until, bucket, agent, task, by, metric"
+            )
+        now = datetime.now(UTC)
+        return cls(
+            since=parse_time(params.get("since") or "24h", now=now),
+            until=parse_time(params["until"], now=now) if params.get("until") else now,
+            bucket_s=parse_duration_s(params.get("bucket") or "1h", what="bucket", low_s=60, high_s=86_400),
+            agent=params.get("agent") or None,
+            task=params.get("task") or None,
+            by=split_list(params.get("by")),
+            metrics=split_list(params.get("metric")),
+        )
+
+
+def split_list(text: str | None) -> tuple[str, ...]:
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())
+
+
+@dataclass(slots=True)
+class _Row:
+    """One (agent, groups, bucket) of the answer, filled by both queries."""
+
+    bucket: int
+    agent: str
+    groups: dict[str, str]
+    runs: int = 0
+    failures: int = 0
+    latency: tuple[float | None, ...] = (None, None, None)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self, bucket_s: int) -> dict[str, Any]:
+        p50, p95, p99 = self.latency
+        return {
+            "bucket_start": iso_utc(self.bucket * bucket_s * 1_000_000),
+            "bucket": format_duration(bucket_s),
+            "agent": self.agent,
+            **self.groups,
+            "runs": self.runs,
+            "failures": self.failures,
+            "failure_rate": self.failures / self.runs if self.runs else None,
+            "latency_p50_s": p50,
+            "latency_p95_s": p95,
+            "latency_p99_s": p99,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "tools": self.tools,
+            "metrics": self.metrics,
+        }
+
+
+def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
+    """Stats rows ordered by agent, groups, bucket start (the JSON contract of `agenttrail stats`)."""
+    group_columns = [GROUPS[name] for name in query.by]
+    bounds = {"since": ts6(query.since.timestamp()), "until": ts6(query.until.timestamp())}
+    filters, params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
+    params.update(bounds, bucket_us=query.bucket_s * 1_000_000)
+    rows: dict[tuple[Any, ...], _Row] = {}
+
+    def row_for(bucket: int, agent: str, groups: tuple[str, ...]) -> _Row:
+        key = (agent, *groups, bucket)
+        if key not in rows:
+            rows[key] = _Row(bucket, agent, dict(zip(query.by, groups, strict=True)))
+        return rows[key]
+
+    keys = ", ".join(["bucket", "Agent", *group_columns])
+    in_period = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
+    run_columns = (
+        "intDiv(toUnixTimestamp64Micro(Start), {bucket_us:UInt64}) AS bucket, Agent"
+        f"{_tail(group_columns)}, count(), sum(Failure), "
+        "quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS), sum(InputTokens), sum(OutputTokens), "
+        "sumMap(ToolNames, arrayMap(s -> toUInt64(1), ToolStatuses), "
+        "arrayMap(s -> toUInt64(s = 'error'), ToolStatuses))"
+    )
+    width = len(group_columns)
+    for found in store.query(f"{runs_sql(in_period, run_columns)} GROUP BY {keys}", params):
+        row = row_for(found[0], found[1], tuple(found[2 : 2 + width]))
+        runs, failures, latency, tokens_in, tokens_out, tools = found[2 + width :]
+        row.runs, row.failures, row.latency = int(runs), int(failures), tuple(latency)
+        row.input_tokens, row.output_tokens = int(tokens_in), int(tokens_out)
+        names, calls, errors = tools
+        row.tools = {
+            name: {"calls": int(c), "errors": int(e), "error_rate": e / c if c else None}
+            for name, c, e in zip(names, calls, errors, strict=True)
+        }
+
+    for found in _score_rows(store, query, group_columns, filters, params):
+        row = row_for(found[0], found[1], tuple(found[2 : 2 + width]))
+        metric, count, mean, std = found[2 + width :]
+        count = int(count)
+        row.metrics[metric] = {
+            "count": count,
+            "mean": mean if count else None,
+            "std": (std if count > 1 else 0.0) if count else None,
+        }
+    return [rows[key].to_json(query.bucket_s) for key in sorted(rows)]
+
+
+def _tail(columns: list[str]) -> str:
+    return "".join(f", {column}" for column in columns)
+
+
+def _score_rows(
+    store: Store, query: StatsQuery, group_columns: list[str], filters: list[str], params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """(bucket, agent, groups..., metric, count, mean, std); joins runs only for model/version groups."""
+    where = ["RunStart >= {since:DateTime64(6)}", "RunStart < {until:DateTime64(6)}", *filters]
+    where.append("Metric NOT IN {run_metrics:Array(String)}")
+    params = {**params, "run_metrics": list(RUN_METRICS)}
+    if query.metrics:
+        where.append("Metric IN {metrics:Array(String)}")
+        params["metrics"] = list(query.metrics)
+    params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
+    source = f"({scores_sql(where)}) AS s"
+    if {"Model", "AgentVersion"} & set(group_columns):
+        run_where = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
+        runs = runs_sql(run_where, "TraceId, RootSpanId, Model, AgentVersion")
+        source += f" INNER JOIN ({runs}) AS r ON s.TraceId = r.TraceId AND s.RootSpanId = r.RootSpanId"
+    group_sql = "".join(f", {'s.Task' if column == 'Task' else 'r.' + column}" for column in group_columns)
+    sql = (
+        "SELECT intDiv(toUnixTimestamp64Micro(s.RunStart), {bucket_us:UInt64}) AS bucket, s.Agent"
+        f"{group_sql}, s.Metric, count(s.Score), avg(s.Score), stddevSampStable(s.Score) "
+        f"FROM {source} GROUP BY bucket, s.Agent{group_sql}, s.Metric"
+    )
+    return store.query(sql, params)

@@ -1,0 +1,107 @@
+"""Stored runs, scores and drift events for the alert tests, written straight into chDB."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agenttrail.collector.store import Store
+
+RUN_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Agent",
+    "Task",
+    "Start",
+    "LatencyS",
+    "Failure",
+    "ToolNames",
+    "ToolStatuses",
+    "AssembledAt",
+    "Version",
+    "IsDeleted",
+)
+
+
+class Clock:
+    """The evaluator's clock, moved by the test."""
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = time.time() if now is None else now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+def insert_runs(
+    store: Store,
+    *,
+    agent: str,
+    at: float,
+    count: int,
+    failed: int = 0,
+    task: str = "refund",
+    latency_s: float = 1.0,
+    tools: Sequence[tuple[str, str]] = (),
+    spread_s: float = 60.0,
+) -> list[str]:
+    """`count` runs of `agent` started in the `spread_s` seconds before `at`; the first `failed` failed."""
+    rows: list[tuple[Any, ...]] = []
+    ids = []
+    for i in range(count):
+        trace = os.urandom(16).hex()
+        ids.append(trace)
+        start = at - spread_s * (i + 0.5) / count
+        rows.append(
+            (
+                trace,
+                os.urandom(8).hex(),
+                agent,
+                task,
+                f"{start:.6f}",
+                latency_s,
+                1 if i < failed else 0,
+                [name for name, _ in tools],
+                [status for _, status in tools],
+                f"{time.time():.6f}",
+                1,
+                0,
+            )
+        )
+    store.insert_rows("trajectories", RUN_COLUMNS, rows)
+    return ids
+
+
+def insert_scores(store: Store, *, agent: str, metric: str, at: float, values: Sequence[float]) -> None:
+    columns = ("TraceId", "RootSpanId", "Metric", "Evaluator", "EvaluatorVersion", "Score", "Agent", "Task")
+    columns += ("RunStart", "CreatedAt")
+    rows = [
+        (
+            os.urandom(16).hex(),
+            "r",
+            metric,
+            "trajectory",
+            "v1",
+            value,
+            agent,
+            "refund",
+            f"{at - i - 1:.6f}",
+            f"{time.time():.6f}",
+        )
+        for i, value in enumerate(values)
+    ]
+    store.insert_rows("scores", columns, rows)
+
+
+def insert_drift(store: Store, *, agent: str, metric: str, at: float, drifted: bool = True) -> None:
+    columns = ("DetectedAt", "Agent", "Task", "Metric", "Test", "Drifted", "PValue", "EffectSize")
+    columns += ("BaselineN", "RecentN", "BaselineValue", "RecentValue", "WindowStart", "WindowEnd", "Detail")
+    row = (f"{at:.3f}", agent, "", metric, "mann_whitney", int(drifted), 0.001, 0.8, 500, 120, 0.9, 0.6)
+    row += (f"{at - 3600:.3f}", f"{at:.3f}", "recent window lower")
+    store.insert_rows("drift_events", columns, [row])

@@ -1,0 +1,219 @@
+"""Seeded stored data for report tests: two agents over six hours; `bot` degrades halfway."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from typing import Any
+
+from agenttrail.evaluators.worker import SCORE_COLUMNS
+
+HOURS = 6
+RUN_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Agent",
+    "Task",
+    "Start",
+    "LatencyS",
+    "Failure",
+    "ErrorType",
+    "ToolCount",
+    "ToolNames",
+    "ToolStatuses",
+    "ToolCalls",
+    "InputTokens",
+    "OutputTokens",
+    "Revision",
+    "AssembledAt",
+    "Version",
+    "IsDeleted",
+)
+DRIFT_EVENTS = """
+CREATE TABLE IF NOT EXISTS drift_events (
+    DetectedAt DateTime64(3), Agent LowCardinality(String), Task String, Metric LowCardinality(String),
+    Test LowCardinality(String), Drifted UInt8, PValue Nullable(Float64), EffectSize Nullable(Float64),
+    BaselineN UInt32, RecentN UInt32, BaselineValue Nullable(Float64), RecentValue Nullable(Float64),
+    WindowStart DateTime64(3), WindowEnd DateTime64(3), Detail String
+) ENGINE = MergeTree ORDER BY (Agent, Metric, DetectedAt)
+"""
+ALERT_HISTORY = """
+CREATE TABLE IF NOT EXISTS alert_history (
+    At DateTime64(3), Fingerprint String, Rule LowCardinality(String),
+    GroupLabels Map(LowCardinality(String), String), Event LowCardinality(String),
+    FromState LowCardinality(String), ToState LowCardinality(String), Detail String
+) ENGINE = MergeTree ORDER BY (Rule, Fingerprint, At)
+"""
+
+
+def _ts(seconds: float) -> str:
+    return f"{seconds:.6f}"
+
+
+def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[str, Any]:
+    """Runs every ~2 minutes per agent over the last HOURS; after the midpoint `bot`'s refund tool
+    fails half the time, its runs fail and slow down, and its scores drop. Returns what was stored."""
+    rng = random.Random(seed)
+    now = now or time.time()
+    start = now - HOURS * 3600
+    midpoint = start + HOURS * 3600 / 2
+    runs: list[tuple[Any, ...]] = []
+    scores: list[tuple[Any, ...]] = []
+    for agent in ("bot", "helper"):
+        at = start + rng.uniform(0, 60)
+        while at < now - 60:
+            degraded = agent == "bot" and at > midpoint
+            trace, root = os.urandom(16).hex(), os.urandom(8).hex()
+            tool_fails = degraded and rng.random() < 0.5
+            failed = tool_fails and rng.random() < 0.8
+            latency = rng.lognormvariate(0.0, 0.3) * (3.0 if degraded else 1.0)
+            calls = [
+                {
+                    "name": "lookup",
+                    "input": {"id": 1},
+                    "output": {"ok": True},
+                    "status": "ok",
+                    "error_type": "",
+                    "latency_ms": 5.0,
+                    "span_id": "a" * 16,
+                    "agent": agent,
+                },
+                {
+                    "name": "refund",
+                    "input": {"amount": 5},
+                    "output": None,
+                    "status": "error" if tool_fails else "ok",
+                    "error_type": "ToolError" if tool_fails else "",
+                    "latency_ms": 9.0,
+                    "span_id": "b" * 16,
+                    "agent": agent,
+                },
+            ]
+            runs.append(
+                (
+                    trace,
+                    root,
+                    agent,
+                    "refund",
+                    _ts(at),
+                    latency,
+                    int(failed),
+                    "RuntimeError" if failed else "",
+                    len(calls),
+                    [c["name"] for c in calls],
+                    [c["status"] for c in calls],
+                    json.dumps(calls),
+                    100,
+                    20,
+                    1,
+                    _ts(now),
+                    time.time_ns(),
+                    0,
+                )
+            )
+            quality = (0.4 if degraded else 0.9) + rng.uniform(-0.1, 0.1)
+            for metric, value in (("trajectory_recall", quality), ("latency", latency), ("failure", failed)):
+                scores.append(
+                    (
+                        trace,
+                        root,
+                        metric,
+                        "trajectory",
+                        "trajectory-v1",
+                        float(value),
+                        "",
+                        "",
+                        agent,
+                        "refund",
+                        _ts(at),
+                        1,
+                        1,
+                        "",
+                        _ts(now),
+                    )
+                )
+            at += rng.uniform(90, 150)
+    store.insert_rows("trajectories", RUN_COLUMNS, runs)
+    store.insert_rows("scores", SCORE_COLUMNS, scores)
+    return {"start": start, "midpoint": midpoint, "now": now, "runs": runs, "scores": scores}
+
+
+def seed_drift_and_alerts(store: Any, seeded: dict[str, Any]) -> None:
+    """A drift event on bot's recall, and a failure-rate alert that fired after the midpoint and resolved."""
+    store.command(DRIFT_EVENTS)
+    store.command(ALERT_HISTORY)
+    detected = seeded["midpoint"] + 1800
+    store.insert_rows(
+        "drift_events",
+        (
+            "DetectedAt",
+            "Agent",
+            "Task",
+            "Metric",
+            "Test",
+            "Drifted",
+            "PValue",
+            "EffectSize",
+            "BaselineN",
+            "RecentN",
+            "BaselineValue",
+            "RecentValue",
+            "WindowStart",
+            "WindowEnd",
+            "Detail",
+        ),
+        [
+            (
+                _ts(detected),
+                "bot",
+                "refund",
+                "trajectory_recall",
+                "mann_whitney",
+                1,
+                0.0001,
+                0.9,
+                80,
+                30,
+                0.9,
+                0.4,
+                _ts(seeded["start"]),
+                _ts(detected),
+                "recall fell",
+            ),
+            (
+                _ts(detected),
+                "helper",
+                "refund",
+                "trajectory_recall",
+                "mann_whitney",
+                0,
+                0.6,
+                0.01,
+                80,
+                30,
+                0.9,
+                0.9,
+                _ts(seeded["start"]),
+                _ts(detected),
+                "stable",
+            ),
+        ],
+    )
+    fired, resolved = seeded["midpoint"] + 1200, seeded["midpoint"] + 5400
+    transitions = [
+        (seeded["midpoint"] + 600, "inactive", "pending"),
+        (fired, "pending", "firing"),
+        (resolved, "firing", "resolved"),
+    ]
+    store.insert_rows(
+        "alert_history",
+        ("At", "Fingerprint", "Rule", "GroupLabels", "Event", "FromState", "ToState", "Detail"),
+        [
+            (_ts(at), "fp1", "failure_rate_spike", {"agent": "bot"}, "transition", old, new, "")
+            for at, old, new in transitions
+        ]
+        + [(_ts(fired + 5), "fp1", "failure_rate_spike", {"agent": "bot"}, "notification", "", "", "sent")],
+    )
+    seeded["drift_at"], seeded["fired"], seeded["resolved"] = detected, fired, resolved
