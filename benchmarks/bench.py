@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SCRIPTS = ("bench_instrumentation.py", "bench_ingest.py", "bench_scoring.py")
+SCRIPTS = ("bench_instrumentation.py", "bench_ingest.py", "bench_scoring.py", "bench_monitoring.py")
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.cli import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
-from agenttrail.evaluators.monitoring.schema import MONITORING_MIGRATIONS
+from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 
 SPREAD_S = 7 * 86_400
@@ -106,7 +106,9 @@ def main() -> None:
             "(SELECT count() FROM system.parts WHERE database = currentDatabase() AND active "
             "AND table = 'trajectories')"
         )[0]
-        print(f"stored rows: {counts[0]:,} trajectories (incl. versions), {counts[1]:,} scores, {counts[2]} parts")
+        print(
+            f"stored: {counts[0]:,} trajectory rows (incl. versions), {counts[1]:,} scores, {counts[2]} parts"
+        )
         until = now + timedelta(seconds=1)
         day, week = until - timedelta(days=1), until - timedelta(days=7)
         print("stats:")
@@ -115,18 +117,31 @@ def main() -> None:
             ("1 day, 1h buckets", StatsQuery(since=day, until=until, bucket_s=3600)),
             ("7 days, 1h buckets", StatsQuery(since=week, until=until, bucket_s=3600)),
             ("7 days, 1d buckets", StatsQuery(since=week, until=until, bucket_s=86_400)),
-            ("7 days, 1d, by task,model,agent_version", StatsQuery(
-                since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")
-            )),
-            ("7 days, 1h, one agent", StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot")),
+            (
+                "7 days, 1d, by task,model,agent_version",
+                StatsQuery(since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")),
+            ),
+            (
+                "7 days, 1h, one agent",
+                StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot"),
+            ),
         ):
             rows = timed(f"{label} ({args.runs:,} runs stored)", lambda q=query: query_stats(store, q))
             print(f"    -> {len(rows)} rows")
         print("drift (all agents, every metric):")
         for label, drift in (
-            ("recent 1h vs rolling 24h", DriftQuery(recent_s=3600, baseline=Baseline(rolling_s=86_400), now=until)),
-            ("recent 24h vs rolling 6d", DriftQuery(recent_s=86_400, baseline=Baseline(rolling_s=6 * 86_400), now=until)),
-            ("recent 24h vs version v1", DriftQuery(recent_s=86_400, baseline=Baseline(version="v1"), now=until)),
+            (
+                "recent 1h vs rolling 24h",
+                DriftQuery(recent_s=3600, baseline=Baseline(rolling_s=86_400), now=until),
+            ),
+            (
+                "recent 24h vs rolling 6d",
+                DriftQuery(recent_s=86_400, baseline=Baseline(rolling_s=6 * 86_400), now=until),
+            ),
+            (
+                "recent 24h vs version v1",
+                DriftQuery(recent_s=86_400, baseline=Baseline(version="v1"), now=until),
+            ),
         ):
             results = timed(label, lambda d=drift: analyse_drift(store, d), repeat=1)
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")

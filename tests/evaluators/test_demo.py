@@ -8,7 +8,9 @@ from pathlib import Path
 
 
 def test_demo_runs_and_reports(tmp_path: Path) -> None:
-    """The demo (own process, own embedded store) reports runs, failures and online scores."""
+    """The demo (own process, own embedded store) reports runs, failures and online scores; the
+    release it ships halfway is caught as drift, fires the failure alert to its webhook and shows
+    in the HTML report."""
     result = subprocess.run(
         [
             sys.executable,
@@ -16,9 +18,11 @@ def test_demo_runs_and_reports(tmp_path: Path) -> None:
             "from agenttrail.evaluators.entry import main; main()",
             "demo",
             "--runs",
-            "40",
+            "120",
             "--keep",
             str(tmp_path / "store"),
+            "--report",
+            str(tmp_path / "report.html"),
         ],
         capture_output=True,
         text=True,
@@ -27,10 +31,15 @@ def test_demo_runs_and_reports(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "runs: 40 " in out
+    assert "runs: 120 " in out
     assert "failure rate:" in out
-    assert "trajectory_exact_match       n    40" in out
+    assert "trajectory_exact_match       n   120" in out
     assert "runs furthest from their reference" in out
+    assert "received: [FIRING] support-failure-spike (critical)" in out
+    assert "drift in failure_rate" in out
+    page = (tmp_path / "report.html").read_text()
+    assert "data:image/png;base64," in page
+    assert "support-failure-spike" in page  # the alert period is in the report
     listed = subprocess.run(
         [
             sys.executable,
@@ -42,7 +51,7 @@ def test_demo_runs_and_reports(tmp_path: Path) -> None:
             "--format",
             "json",
             "--limit",
-            "100",
+            "1000",
         ],
         capture_output=True,
         text=True,
@@ -50,4 +59,4 @@ def test_demo_runs_and_reports(tmp_path: Path) -> None:
         check=False,
     )
     assert listed.returncode == 0, listed.stderr
-    assert len(listed.stdout.splitlines()) == 40
+    assert len(listed.stdout.splitlines()) == 120

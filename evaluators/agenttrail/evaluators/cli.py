@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+import agenttrail.evaluators.cli_criteria
 from agenttrail.collector.cli import (
     SIDECAR_EXTENSIONS,
     SidecarApi,
@@ -254,12 +255,20 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
 )
 @click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
 @click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's store in this directory.")
-def demo(runs: int, seed: int, keep: str | None) -> None:
-    """Run the sidecar on a temporary embedded store, an example agent against it, and score its runs."""
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default="agenttrail-demo-report.html",
+    show_default=True,
+    help="Where to write the HTML report ('' for none).",
+)
+def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
+    """Run the sidecar on a temporary embedded store and an example agent against it that degrades
+    halfway: its runs are scored, the drift is found, the failure alert fires, a report is written."""
     from agenttrail.evaluators.demo import run_demo
 
     try:
-        run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar)
+        run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar, report=report or None)
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
 

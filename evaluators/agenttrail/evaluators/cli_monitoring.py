@@ -155,7 +155,7 @@ def stats(
         lambda: StatsQuery(
             since=parse_time(since, now=now),
             until=parse_time(until, now=now) if until else now,
-            bucket_s=parse_duration_s(bucket, what="--bucket", low_s=60, high_s=86_400),
+            bucket_s=parse_duration_s(bucket, what="--bucket", high_s=86_400),
             agent=agent,
             task=task,
             by=split_list(by),

@@ -1,5 +1,7 @@
 """`agenttrail demo`: the sidecar on a temporary embedded store, the example agent against it,
-scored online against reference trajectories for its tasks."""
+scored online against reference trajectories for its tasks. Halfway through, version 1.1 of
+the agent ships with a broken refund provider: the sidecar finds the drift, fires the
+failure-rate alert to a local webhook, and the report shows both."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +22,22 @@ from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators import demo_agent
+from agenttrail.evaluators.demo_monitoring import (
+    WebhookInbox,
+    demo_config,
+    summarise_monitoring,
+    write_config,
+    write_demo_report,
+)
 from agenttrail.evaluators.metrics import aggregate
 from agenttrail.evaluators.reference_store import store_reference_set
 from agenttrail.evaluators.references import parse_reference_set
 from agenttrail.evaluators.scores import ScoreFilter, query_scores
 
 Out = Callable[[str], None]
+
+
+PHASE_S = 6.0  # each version serves traffic this long, so the alert windows can tell them apart
 
 
 def _progress(done: int, total: int, started: float) -> None:
@@ -132,24 +145,42 @@ def summarise_scores(runs: list[dict[str, Any]], scores: list[dict[str, Any]], o
         )
 
 
+def run_phase(first: int, count: int, rng: random.Random, total: int, started: float) -> None:
+    """`count` agent runs spread over PHASE_S seconds (faster if the runs themselves are slow)."""
+    phase_start = time.monotonic()
+    for offset in range(count):
+        delay = phase_start + offset * PHASE_S / count - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        demo_agent.run_once(first + offset, rng)
+        _progress(first + offset + 1, total, started)
+
+
 def run_demo(
     *,
     runs: int,
     seed: int,
     keep: str | None,
-    build: Callable[[SidecarConfig], Sidecar],
+    build: Callable[[SidecarConfig, str | None], Sidecar],
+    report: str | None = "agenttrail-demo-report.html",
     out: Out = print,
 ) -> list[dict[str, Any]]:
     from agenttrail.instrumentation import configure, force_flush
 
-    logging.getLogger("agenttrail").setLevel(logging.WARNING)
+    logging.getLogger("agenttrail").setLevel(logging.ERROR)  # the demo prints what the sidecar finds
     store_dir = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="agenttrail-demo-"))
     config = SidecarConfig(
         store=str(store_dir), grpc="127.0.0.1:0", http="127.0.0.1:0", quiet_period_s=0.5, idle_timeout_s=2.0
     )
-    sidecar = build(config)
-    out(f"starting the agenttrail sidecar on {store_dir} ...")
+    store_dir.mkdir(parents=True, exist_ok=True)
+    inbox = WebhookInbox().start()
+    config_file = store_dir / "agenttrail-demo.yaml"
+    first_half = runs // 2
+    write_config(config_file, demo_config(inbox.url, max(1, first_half), PHASE_S))
+    sidecar = build(config, str(config_file))
+    out(f"starting the agenttrail sidecar on {store_dir} (config {config_file}) ...")
     sidecar.start()
+    demo_start = datetime.now(UTC) - timedelta(seconds=1)
     try:
         assert sidecar.grpc is not None
         out(f"  OTLP/gRPC {sidecar.grpc.address}; running the example support agent {runs} times")
@@ -162,9 +193,12 @@ def run_demo(
         demo_agent.seed(seed)
         rng = random.Random(seed)
         started = time.monotonic()
-        for index in range(runs):
-            demo_agent.run_once(index, rng)
-            _progress(index + 1, runs, started)
+        run_phase(0, first_half, rng, runs, started)
+        demo_agent.degrade()
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        out("  version 1.1 ships: its refund provider declines most refunds")
+        run_phase(first_half, runs - first_half, rng, runs, started)
         force_flush()
         out("  waiting for the collector to store and assemble every run ...")
         if not sidecar.wait_until_assembled(timeout_s=120):
@@ -175,10 +209,16 @@ def run_demo(
         wait_scored(sidecar, len(result))
         scores = query_scores(sidecar.store, ScoreFilter.from_params({"limit": str(runs * 20)}))
         summarise_scores(result, scores, out)
+        summarise_monitoring(sidecar.store, inbox, out)
+        if report:
+            path = write_demo_report(sidecar.store, demo_start, Path(report))
+            out(f"\nreport: {path.resolve()}")
+            out("  failure rate, latency and scores over time, with the drift and the alert marked")
         if keep:
             out(f"\nthe store is kept in {store_dir}: agenttrail trajectories --store {store_dir}")
         return result
     finally:
         sidecar.stop()
+        inbox.stop()
         if not keep:
             shutil.rmtree(store_dir, ignore_errors=True)

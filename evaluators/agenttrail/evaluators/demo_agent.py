@@ -98,8 +98,7 @@ def _think(prompt_tokens: int) -> None:
         call.set_usage(prompt_tokens, _rng.randint(20, 120))
 
 
-@agent(name="support-agent", version="1.0")
-def support_agent(question: str, task: str, order_id: int, customer: str) -> str:
+def _answer(question: str, task: str, order_id: int, customer: str) -> str:
     """Answer one customer request; the task names which reference trajectory applies."""
     set_task(task)
     _think(200 + len(question))
@@ -128,6 +127,20 @@ def support_agent(question: str, task: str, order_id: int, customer: str) -> str
     return answer
 
 
+# The same agent before and after a release; the demo ships 1.1, whose refund provider broke.
+support_agent = agent(name="support-agent", version="1.0")(_answer)
+support_agent_v1_1 = agent(name="support-agent", version="1.1")(_answer)
+_current = support_agent
+
+
+def degrade() -> None:
+    """Ship version 1.1: the payment gateway starts declining most refunds, lookups time out more."""
+    global _current
+    BEHAVIOUR.refund_failure_rate = 0.9
+    BEHAVIOUR.lookup_timeout_rate = 0.2
+    _current = support_agent_v1_1
+
+
 QUESTIONS = {
     "order_status": "Where is my order {order_id}?",
     "refund": "Please refund order {order_id}, it arrived broken.",
@@ -141,11 +154,16 @@ def run_once(index: int, rng: random.Random) -> bool:
     order_id = 1000 + index
     question = QUESTIONS[task].format(order_id=order_id)
     try:
-        support_agent(question, task, order_id, f"customer{index}@example.com")
+        _current(question, task, order_id, f"customer{index}@example.com")
     except Exception:
         return False
     return True
 
 
 def seed(value: int) -> None:
+    """Start over: the same runs for the same seed, version 1.0 behaving as usual."""
+    global _current
     _rng.seed(value)
+    BEHAVIOUR.refund_failure_rate = Behaviour.refund_failure_rate
+    BEHAVIOUR.lookup_timeout_rate = Behaviour.lookup_timeout_rate
+    _current = support_agent

@@ -24,6 +24,18 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "trajectory_accuracy": {"use_reference": True},
     "task_completion": {},
     "tool_selection": {},
+    "criteria": {
+        "definition": {
+            "name": "answers",
+            "criteria": [
+                {
+                    "name": "clear",
+                    "description": "The answer is clear.",
+                    "accepted_values": [{"label": "no", "value": 0}, {"label": "yes", "value": 1}],
+                }
+            ],
+        }
+    },
 }
 ANSWERS: dict[str, dict[str, Any]] = {
     "rubric": {"explanation": "did it", "score": 1},
@@ -35,6 +47,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
         "complete": "yes",
     },
     "tool_selection": {"reason": "right tools", "score": 0.5},
+    "criteria": {"clear": {"label": "yes", "explanation": "plain"}},
 }
 DATA_BLOCK = re.compile(r"<<<DATA name=[^>\n]*>>>\n.*?\n<<<END DATA>>>", re.DOTALL)
 
@@ -113,8 +126,12 @@ def test_results_carry_judge_version_model_and_usage(
     llm = serve(Reply.chat_json(ANSWERS[kind], prompt_tokens=321, completion_tokens=12))
     judge = build_judge("mine", {"type": kind, **OPTIONS[kind]}, client_for(llm), "test")
     (result, *_) = judge.evaluate(run)
-    assert (result.judge, result.metric, result.version) == ("mine", "mine", judge.version)
-    assert re.fullmatch(r"[0-9a-f]{12}", judge.version)
+    if kind == "criteria":  # stored as one metric per criterion, versioned by the criteria set
+        assert (result.judge, result.metric, result.version) == ("criteria", "answers:clear", judge.version)
+        assert re.fullmatch(r"draft-[0-9a-f]{12}", judge.version)
+    else:
+        assert (result.judge, result.metric, result.version) == ("mine", "mine", judge.version)
+        assert re.fullmatch(r"[0-9a-f]{12}", judge.version)
     assert (result.model, result.prompt_tokens, result.completion_tokens) == ("judge-model", 321, 12)
     assert result.latency_s > 0
 

@@ -34,6 +34,7 @@ def test_judge_types_have_help() -> None:
         "trajectory_accuracy",
         "task_completion",
         "tool_selection",
+        "criteria",
     ]
     assert all(text and "\n" not in text for text in types.values())
 

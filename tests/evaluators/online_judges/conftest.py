@@ -64,35 +64,35 @@ def add_runs(judges_store: Any) -> Callable[..., list[str]]:
         for i, trace in enumerate(ids):
             root = (roots or {}).get(trace) or new_span_id()
             calls = [{"name": "lookup", "input": {"id": i}, "output": {"ok": True}, "status": "ok"}]
-            rows.append(
-                (
-                    trace,
-                    root,
-                    agent,
-                    "",
-                    "",
-                    task,
-                    conversation,
-                    "svc",
-                    f"{at + i * 0.001:.6f}",
-                    0.5,
-                    int(failed),
-                    "RuntimeError" if failed else "",
-                    json.dumps(f"request {i}"),
-                    json.dumps(f"answer {i}"),
-                    0,
-                    0,
-                    1,
-                    ["lookup"],
-                    ["ok"],
-                    json.dumps(calls),
-                    2,
-                    revision,
-                    f"{at:.6f}",
-                    revision,
-                    0,
-                )
-            )
+            row = {
+                "TraceId": trace,
+                "RootSpanId": root,
+                "Agent": agent,
+                "AgentId": "",
+                "AgentVersion": "",
+                "Task": task,
+                "ConversationId": conversation,
+                "ServiceName": "svc",
+                "Model": "",
+                "Start": f"{at + i * 0.001:.6f}",
+                "LatencyS": 0.5,
+                "Failure": int(failed),
+                "ErrorType": "RuntimeError" if failed else "",
+                "Input": json.dumps(f"request {i}"),
+                "Output": json.dumps(f"answer {i}"),
+                "InputTokens": 0,
+                "OutputTokens": 0,
+                "ToolCount": 1,
+                "ToolNames": ["lookup"],
+                "ToolStatuses": ["ok"],
+                "ToolCalls": json.dumps(calls),
+                "SpanCount": 2,
+                "Revision": revision,
+                "AssembledAt": f"{at:.6f}",
+                "Version": revision,
+                "IsDeleted": 0,
+            }
+            rows.append(tuple(row[column] for column in TRAJECTORY_COLUMNS))
         judges_store.insert_rows("trajectories", TRAJECTORY_COLUMNS, rows)
         return ids
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from agenttrail.collector.errors import ConfigError
+from agenttrail.evaluators.criteria.judge import criteria_judge_factory
 from agenttrail.evaluators.judges.base import ChatJudgeClient, Judge
 from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
 from agenttrail.evaluators.judges.rubric import RubricJudge, final_response_judge
@@ -36,6 +37,7 @@ JUDGE_TYPES: dict[str, JudgeFactory] = {
     "trajectory_accuracy": TrajectoryAccuracyJudge.from_options,
     "task_completion": TaskCompletionJudge.from_options,
     "tool_selection": ToolSelectionJudge.from_options,
+    "criteria": criteria_judge_factory,
 }
 
 _DEFINITION_KEYS: Final = frozenset({"name", "type", "options"})

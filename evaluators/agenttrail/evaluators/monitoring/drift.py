@@ -72,7 +72,8 @@ class DriftSettings:
     alpha: float = 0.01
     min_effect: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_MIN_EFFECT))
     change_delta: float = 0.5
-    change_threshold: float = 12.0
+    change_threshold: float = 12.0  # Page-Hinkley, in baseline sd
+    rate_change_threshold: float = 10.0  # Bernoulli CUSUM, in log-likelihood ratio
     max_samples: int = 20_000
 
     def __post_init__(self) -> None:
@@ -258,7 +259,7 @@ class DriftResult:
 
 
 @dataclass(frozen=True, slots=True)
-class _Context:
+class DriftContext:
     """What every result of one agent's comparison shares."""
 
     agent: str
@@ -269,7 +270,7 @@ class _Context:
 
 
 def compare(
-    context: _Context,
+    context: DriftContext,
     baseline: Samples,
     recent: Samples,
     settings: DriftSettings,
@@ -313,7 +314,7 @@ _TWO_SAMPLE = {
 
 
 def _scalar_tests(
-    context: _Context, metric: str, baseline: list[float], recent: list[float], settings: DriftSettings
+    context: DriftContext, metric: str, baseline: list[float], recent: list[float], settings: DriftSettings
 ) -> list[DriftResult]:
     kind = _kind(metric, baseline, recent)
     base = _result(context, metric, baseline, recent)
@@ -359,11 +360,13 @@ def _change_point(
 ) -> ChangePoint | None:
     if name == BERNOULLI_CUSUM:
         shift = settings.min_effect.get("cohens_h", DEFAULT_MIN_EFFECT["cohens_h"])
-        return detect_rate_change(baseline, recent, shift_h=shift, threshold=settings.change_threshold)
+        return detect_rate_change(baseline, recent, shift_h=shift, threshold=settings.rate_change_threshold)
     return detect_change(baseline, recent, delta=settings.change_delta, threshold=settings.change_threshold)
 
 
-def _tool_test(context: _Context, baseline: Samples, recent: Samples, settings: DriftSettings) -> DriftResult:
+def _tool_test(
+    context: DriftContext, baseline: Samples, recent: Samples, settings: DriftSettings
+) -> DriftResult:
     base = replace(
         _result(context, TOOL_DISTRIBUTION, [], []),
         test="chi_square",
@@ -392,7 +395,7 @@ def _share_changes(baseline: Counter[str], recent: Counter[str], top: int = 3) -
     return {"share_change": {name: round(change, 4) for name, change in largest}}
 
 
-def _result(context: _Context, metric: str, baseline: list[float], recent: list[float]) -> DriftResult:
+def _result(context: DriftContext, metric: str, baseline: list[float], recent: list[float]) -> DriftResult:
     return DriftResult(
         agent=context.agent,
         task=context.task,
@@ -465,8 +468,9 @@ def analyse_drift(
     windows: dict[str, tuple[Samples, Samples]] = {}
 
     def samples(agent: str, window: int) -> Samples:
-        pair = windows.setdefault(agent, (Samples(), Samples()))
-        return pair[window]
+        if agent not in windows:
+            windows[agent] = (Samples(), Samples())
+        return windows[agent][window]
 
     run_window = _window_sql("Start", "AgentVersion = {version:String}", query.baseline.version is not None)
     counts = store.query(
@@ -497,7 +501,7 @@ def analyse_drift(
 
     results: list[DriftResult] = []
     for agent in sorted(windows):
-        context = _Context(agent, query.task or "", recent_start, recent_end, query.baseline.describe())
+        context = DriftContext(agent, query.task or "", recent_start, recent_end, query.baseline.describe())
         baseline, recent = windows[agent]
         results.extend(compare(context, baseline, recent, settings, query.metrics))
     return results

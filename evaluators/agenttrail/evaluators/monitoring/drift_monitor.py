@@ -21,7 +21,15 @@ from agenttrail.evaluators.monitoring.drift_events import write_drift_events
 
 log = logging.getLogger(__name__)
 
-_SETTINGS = {"min_samples", "alpha", "min_effect", "change_delta", "change_threshold", "max_samples"}
+_SETTINGS = {
+    "min_samples",
+    "alpha",
+    "min_effect",
+    "change_delta",
+    "change_threshold",
+    "rate_change_threshold",
+    "max_samples",
+}
 _WINDOWS = {"recent", "baseline", "baseline_from", "baseline_to", "baseline_version"}
 _KNOWN = {"enabled", "interval_s", "metrics", "agent", "task", *_SETTINGS, *_WINDOWS}
 

@@ -30,7 +30,7 @@ from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.monitoring.timespec import parse_duration_s
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
-BUCKETS_S = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 MAX_AUTO_BUCKETS = 60
 
 DRIFT_COLUMNS = (
@@ -54,8 +54,8 @@ ALERT_LOOKBACK = timedelta(days=7)
 
 
 def parse_bucket(text: str) -> int:
-    """`5m`, `1h`, `1d` -> seconds (1 minute to 1 day), as `agenttrail stats --bucket` reads it."""
-    return parse_duration_s(text, what="bucket", low_s=60, high_s=86_400)
+    """`10s`, `5m`, `1h`, `1d` -> seconds (1 second to 1 day), as `agenttrail stats --bucket` reads it."""
+    return parse_duration_s(text, what="bucket", high_s=86_400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +69,8 @@ class ReportQuery:
     def __post_init__(self) -> None:
         if self.since >= self.until:
             raise QueryError(f"the range is empty: since {self.since} is not before until {self.until}")
-        if self.bucket_s is not None and not 60 <= self.bucket_s <= 86400:
-            raise QueryError(f"bucket of {self.bucket_s}s: must be between 60 (1m) and 86400 (1d)")
+        if self.bucket_s is not None and not 1 <= self.bucket_s <= 86400:
+            raise QueryError(f"bucket of {self.bucket_s}s: must be between 1 (1s) and 86400 (1d)")
         if not 1 <= self.worst <= 100:
             raise QueryError(f"worst {self.worst}: must be between 1 and 100")
 

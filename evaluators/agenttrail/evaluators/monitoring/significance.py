@@ -11,6 +11,7 @@ Effect sizes are signed as recent minus baseline where a sign means something.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -54,7 +55,9 @@ def kolmogorov_smirnov(baseline: Sequence[float], recent: Sequence[float]) -> Te
     """Two-sided two-sample KS test; the effect is D, the largest gap between the two CDFs."""
     if _constant_and_equal(baseline, recent):
         return TestOutcome("kolmogorov_smirnov", 1.0, 0.0, "ks_d")
-    result = stats.ks_2samp(recent, baseline, alternative="two-sided", method="auto")
+    with warnings.catch_warnings():  # "exact calculation unsuccessful": scipy falls back, as we want
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = stats.ks_2samp(recent, baseline, alternative="two-sided", method="auto")
     return TestOutcome("kolmogorov_smirnov", _clip(float(result.pvalue)), float(result.statistic), "ks_d")
 
 
@@ -97,7 +100,7 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     for rank in range(count, 0, -1):
         index = order[rank - 1]
         running = min(running, p_values[index] * count / rank)
-        adjusted[index] = min(1.0, running)
+        adjusted[index] = min(1.0, max(running, p_values[index]))  # max: float rounding of p*m/m
     return adjusted
 
 

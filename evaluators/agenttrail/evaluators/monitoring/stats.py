@@ -47,8 +47,8 @@ class StatsQuery:
             raise QueryError(
                 f"--until ({self.until.isoformat()}) must be after --since ({self.since.isoformat()})"
             )
-        if not 60 <= self.bucket_s <= 86_400:
-            raise QueryError(f"bucket {self.bucket_s}s is out of range: between 1m and 1d")
+        if not 1 <= self.bucket_s <= 86_400:
+            raise QueryError(f"bucket {self.bucket_s}s is out of range: between 1s and 1d")
         unknown = [name for name in self.by if name not in GROUPS]
         if unknown:
             raise QueryError(f"cannot group by {unknown}; use any of {', '.join(GROUPS)}")
@@ -90,7 +90,7 @@ class StatsQuery:
         return cls(
             since=parse_time(params.get("since") or "24h", now=now),
             until=parse_time(params["until"], now=now) if params.get("until") else now,
-            bucket_s=parse_duration_s(params.get("bucket") or "1h", what="bucket", low_s=60, high_s=86_400),
+            bucket_s=parse_duration_s(params.get("bucket") or "1h", what="bucket", high_s=86_400),
             agent=params.get("agent") or None,
             task=params.get("task") or None,
             by=split_list(params.get("by")),

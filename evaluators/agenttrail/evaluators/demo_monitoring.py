@@ -1,0 +1,182 @@
+"""The demo's monitoring half: a local webhook that receives the alerts, the sidecar config that
+points the alert rules and the drift check at it, and what the demo prints about them.
+
+The demo's traffic lasts seconds, not hours, so its windows are seconds long; the rules are the
+same kinds a production config uses (deploy/agenttrail.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.report import build_report, write_report
+from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
+
+AGENT = "support-agent"
+BASELINE_VERSION = "1.0"
+FAILURE_RULE = "support-failure-spike"
+
+
+class WebhookInbox:
+    """A JSON webhook receiver on loopback: the stand-in for the team's incident channel."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self._changed = threading.Condition()
+        inbox = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(204)
+                self.end_headers()
+                try:
+                    payload = json.loads(body)
+                except ValueError:
+                    return
+                with inbox._changed:
+                    inbox.received.append(payload)
+                    inbox._changed.notify_all()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/alerts"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="demo-webhook")
+
+    def start(self) -> WebhookInbox:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def wait_for(self, accept: Callable[[dict[str, Any]], bool], timeout_s: float) -> dict[str, Any] | None:
+        """The first notification `accept` takes, waiting up to `timeout_s` for it."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                found = next((payload for payload in self.received if accept(payload)), None)
+                remaining = deadline - time.monotonic()
+                if found is not None or remaining <= 0:
+                    return found
+                self._changed.wait(remaining)
+
+
+def demo_config(webhook_url: str, runs_per_phase: int, phase_s: float) -> dict[str, Any]:
+    """Alert rules and the drift check, sized for a demo whose release lands after `phase_s`."""
+    window_s = max(2, round(phase_s))
+    return {
+        "drift": {
+            "interval_s": 2,
+            "recent": "1m",
+            "baseline_version": BASELINE_VERSION,  # the release before: compare 1.1 with 1.0
+            "min_samples": min(30, max(10, runs_per_phase // 2)),
+            "metrics": ["failure_rate", "latency", "trajectory_length", "tool_distribution"],
+        },
+        "alerts": {
+            "evaluation_interval": "1s",
+            "channels": {"incidents": {"type": "webhook", "url": webhook_url, "timeout": "2s"}},
+            "rules": [
+                {
+                    "name": FAILURE_RULE,
+                    "kind": "failure_rate_spike",
+                    "params": {
+                        "window": f"{window_s}s",
+                        "baseline": "2m",
+                        "factor": 2,
+                        "floor": 0.1,
+                        "min_runs": max(5, runs_per_phase // 3),
+                        "min_baseline_runs": max(5, runs_per_phase // 3),
+                    },
+                    "for": "1s",
+                    "severity": "critical",
+                    "filter": {"agent": AGENT},
+                    "summary": "{agent} failure rate {value:.0%} over {window} (threshold {threshold:.0%})",
+                    "channels": ["incidents"],
+                },
+                {
+                    "name": "support-failure-drift",
+                    "kind": "drift",
+                    "params": {"metric": "failure_rate", "window": "1m"},
+                    "severity": "warning",
+                    "filter": {"agent": AGENT},
+                    "channels": ["incidents"],
+                },
+            ],
+        },
+    }
+
+
+def write_config(path: Path, config: dict[str, Any]) -> None:
+    path.write_text(
+        "# Written by `agenttrail demo`: second-long windows for a traffic burst of seconds.\n"
+        + yaml.safe_dump(config, sort_keys=False)
+    )
+
+
+def wait_drift(store: Store, timeout_s: float) -> list[tuple[Any, ...]]:
+    """Drift the sidecar's monitor has recorded for the demo agent (waits for its next check)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows = store.query(
+            "SELECT Metric, Test, PValue, EffectSize, BaselineValue, RecentValue, BaselineN, RecentN "
+            "FROM drift_events WHERE Agent = {agent:String} AND Drifted = 1 "
+            "ORDER BY DetectedAt DESC LIMIT 1 BY Metric",
+            {"agent": AGENT},
+        )
+        if rows or time.monotonic() > deadline:
+            return [tuple(row) for row in rows]
+        time.sleep(0.5)
+
+
+def summarise_monitoring(
+    store: Store, inbox: WebhookInbox, out: Callable[[str], None], timeout_s: float = 30.0
+) -> None:
+    """What the sidecar noticed about the release: drift against 1.0 and the failure alert."""
+    out(f"\nmonitoring (version 1.1 shipped halfway; baseline: version {BASELINE_VERSION}):")
+    firing = inbox.wait_for(
+        lambda payload: payload.get("rule") == FAILURE_RULE and payload.get("status") == "firing", timeout_s
+    )
+    if firing is None:
+        out(f"  the {FAILURE_RULE} alert did not fire within {timeout_s:.0f}s")
+    else:
+        headline = f"[{firing['status'].upper()}] {firing['rule']} ({firing['severity']})"
+        out(f"  webhook {inbox.url} received: {headline}")
+        out(f"      {firing['annotations'].get('summary', '')}")
+    drift = wait_drift(store, timeout_s)
+    if not drift:
+        out("  no drift recorded yet")
+    for metric, test, p_value, effect, baseline, recent, baseline_n, recent_n in drift:
+        out(
+            f"  drift in {metric:<18} {test:<18} p={_num(p_value, '.2g')}  effect {_num(effect, '+.2f')}  "
+            f"{_num(baseline, '.3g')} (n {baseline_n}) -> {_num(recent, '.3g')} (n {recent_n})"
+        )
+    others = sorted({payload["rule"] for payload in inbox.received} - {FAILURE_RULE})
+    if others:
+        out(f"  also notified: {', '.join(others)}")
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def write_demo_report(store: Store, since: datetime, path: Path) -> Path:
+    """The HTML report over the demo's runs (second-long buckets: the run lasted seconds)."""
+    until = datetime.now(UTC) + timedelta(seconds=1)
+    report = build_report(report_rows(store, ReportQuery(since=since, until=until)))
+    write_report(report, "html", path)
+    return path

@@ -1,0 +1,102 @@
+"""Seeded synthetic runs and scores, stored in chDB the way assembly and the evaluator store them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from otlp_builders import new_span_id, new_trace_id
+
+from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
+from agenttrail.evaluators.worker import SCORE_COLUMNS
+
+
+@dataclass
+class Run:
+    start: float  # epoch seconds
+    agent: str = "bot"
+    task: str = "t"
+    model: str = "m1"
+    version: str = "v1"
+    latency_s: float = 1.0
+    failure: bool = False
+    tools: Sequence[tuple[str, str]] = ()  # (name, "ok" | "error")
+    input_tokens: int = 0
+    output_tokens: int = 0
+    scores: dict[str, float | None] = field(default_factory=dict)  # metric -> score (None: NULL)
+    trace_id: str = field(default_factory=new_trace_id)
+    root: str = field(default_factory=new_span_id)
+
+
+def trajectory_row(run: Run, *, version: int = 1, deleted: bool = False) -> tuple[Any, ...]:
+    values = {
+        "TraceId": run.trace_id,
+        "RootSpanId": run.root,
+        "Agent": run.agent,
+        "AgentId": "",
+        "AgentVersion": run.version,
+        "Task": run.task,
+        "ConversationId": "",
+        "ServiceName": "svc",
+        "Model": run.model,
+        "Start": f"{run.start:.6f}",
+        "LatencyS": run.latency_s,
+        "Failure": int(run.failure),
+        "ErrorType": "E" if run.failure else "",
+        "Input": "",
+        "Output": "",
+        "InputTokens": run.input_tokens,
+        "OutputTokens": run.output_tokens,
+        "ToolCount": len(run.tools),
+        "ToolNames": [name for name, _ in run.tools],
+        "ToolStatuses": [status for _, status in run.tools],
+        "ToolCalls": json.dumps([{"name": n, "status": s} for n, s in run.tools]),
+        "SpanCount": len(run.tools) + 1,
+        "Revision": version,
+        "AssembledAt": f"{run.start:.6f}",
+        "Version": version,
+        "IsDeleted": int(deleted),
+    }
+    return tuple(values[column] for column in TRAJECTORY_COLUMNS)
+
+
+def score_rows(
+    run: Run, *, evaluator_version: str = "ev1", created: float | None = None
+) -> list[tuple[Any, ...]]:
+    stamp = f"{created if created is not None else run.start + 1:.6f}"
+    return [
+        (
+            run.trace_id,
+            run.root,
+            metric,
+            "trajectory",
+            evaluator_version,
+            score,
+            "",
+            "",
+            run.agent,
+            run.task,
+            f"{run.start:.6f}",
+            1,
+            1,
+            "" if score is not None else "judge failed",
+            stamp,
+        )
+        for metric, score in run.scores.items()
+    ]
+
+
+def store_runs(store: Any, runs: Sequence[Run]) -> None:
+    """Trajectories plus their scores (also latency and failure, as the evaluator writes them)."""
+    store.insert_rows("trajectories", TRAJECTORY_COLUMNS, [trajectory_row(run) for run in runs])
+    rows = [row for run in runs for row in score_rows(run)]
+    rows += [
+        row
+        for run in runs
+        for row in score_rows(
+            Run(**{**run.__dict__, "scores": {"latency": run.latency_s, "failure": float(run.failure)}})
+        )
+    ]
+    store.insert_rows("scores", SCORE_COLUMNS, rows)

@@ -1,0 +1,226 @@
+"""Metrics over time computed in ClickHouse, checked against Python on seeded synthetic runs."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
+from agenttrail.collector.queries import QueryError
+from agenttrail.collector.schema import migrate
+from agenttrail.evaluators.cli_monitoring import READ_MIGRATIONS
+from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.worker import SCORE_COLUMNS
+
+from .synthetic import Run, score_rows, store_runs, trajectory_row
+
+HOUR = 3600
+TOOLS = ("search", "lookup", "refund")
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def synthetic_runs(seed: int, base: float, count: int = 400) -> list[Run]:
+    rng = random.Random(seed)
+    runs = []
+    for _ in range(count):
+        scores: dict[str, float | None] = {}
+        if rng.random() < 0.7:  # the rest have no precision score at all: missing, not 0
+            scores["trajectory_precision"] = rng.random()
+        if rng.random() < 0.9:
+            scores["trajectory_exact_match"] = float(rng.random() < 0.8)
+        runs.append(
+            Run(
+                start=base + rng.uniform(0, 3 * HOUR),
+                agent=rng.choice(["alpha", "beta"]),
+                model=rng.choice(["m1", "m2"]),
+                latency_s=rng.lognormvariate(0, 0.7),
+                failure=rng.random() < 0.12,
+                tools=[
+                    (rng.choice(TOOLS), "error" if rng.random() < 0.1 else "ok")
+                    for _ in range(rng.randint(0, 4))
+                ],
+                input_tokens=rng.randint(10, 500),
+                output_tokens=rng.randint(5, 100),
+                scores=scores,
+            )
+        )
+    return runs
+
+
+def expected_stats(runs: list[Run], bucket_s: int, key: Any) -> dict[tuple[Any, ...], dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[(*key(run), int(run.start // bucket_s))].append(run)
+    expected = {}
+    for group_key, members in groups.items():
+        latencies = [run.latency_s for run in members]
+        tools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for run in members:
+            for name, status in run.tools:
+                tools[name][0] += 1
+                tools[name][1] += status == "error"
+        metrics = {}
+        for metric in ("trajectory_precision", "trajectory_exact_match"):
+            values = [v for run in members if (v := run.scores.get(metric)) is not None]
+            if values:
+                std = statistics.stdev(values) if len(values) > 1 else 0.0
+                metrics[metric] = (len(values), statistics.fmean(values), std)
+        expected[group_key] = {
+            "runs": len(members),
+            "failures": sum(run.failure for run in members),
+            "latency": [float(np.percentile(latencies, q)) for q in (50, 95, 99)],
+            "tokens": (sum(r.input_tokens for r in members), sum(r.output_tokens for r in members)),
+            "tools": {name: tuple(counts) for name, counts in tools.items()},
+            "metrics": metrics,
+        }
+    return expected
+
+
+def assert_matches(
+    rows: list[dict[str, Any]],
+    expected: dict[tuple[Any, ...], dict[str, Any]],
+    bucket_s: int,
+    groups: tuple[str, ...],
+) -> None:
+    assert len(rows) == len(expected)
+    for row in rows:
+        bucket = (
+            int(datetime.fromisoformat(row["bucket_start"].replace("Z", "+00:00")).timestamp()) // bucket_s
+        )
+        want = expected[(row["agent"], *(row[g] for g in groups), bucket)]
+        assert row["runs"] == want["runs"]
+        assert row["failures"] == want["failures"]
+        assert row["failure_rate"] == pytest.approx(want["failures"] / want["runs"])
+        got = [row["latency_p50_s"], row["latency_p95_s"], row["latency_p99_s"]]
+        assert got == pytest.approx(want["latency"], rel=1e-9)
+        assert (row["input_tokens"], row["output_tokens"]) == want["tokens"]
+        assert {n: (t["calls"], t["errors"]) for n, t in row["tools"].items()} == want["tools"]
+        got_metrics = {
+            name: (m["count"], m["mean"], m["std"]) for name, m in row["metrics"].items() if m["count"]
+        }
+        assert set(got_metrics) == set(want["metrics"])
+        for name, (count, mean, std) in want["metrics"].items():
+            assert got_metrics[name][0] == count
+            assert got_metrics[name][1:] == pytest.approx((mean, std), rel=1e-9, abs=1e-12)
+
+
+@pytest.fixture
+def stats_store(store: Any) -> Any:
+    migrate(store, READ_MIGRATIONS)
+    return store
+
+
+def test_stats_per_agent_and_hour_match_python(stats_store: Any) -> None:
+    """Counts, failure rate, exact latency percentiles, tool errors, tokens and score
+    count/mean/sample std per agent and hour equal a Python computation; missing scores are missing."""
+    base = (time.time() // HOUR - 4) * HOUR
+    runs = synthetic_runs(seed=11, base=base)
+    store_runs(stats_store, runs)
+    rows = query_stats(stats_store, StatsQuery(since=at(base), until=at(base + 4 * HOUR), bucket_s=HOUR))
+    assert_matches(rows, expected_stats(runs, HOUR, lambda r: (r.agent,)), HOUR, ())
+    assert "latency" not in rows[0]["metrics"]
+    assert "failure" not in rows[0]["metrics"]
+
+
+def test_stats_grouped_by_model_and_task_with_5m_buckets(stats_store: Any) -> None:
+    """--by model,task groups runs and their scores (joined to the run's model) per 5-minute bucket."""
+    base = (time.time() // HOUR - 4) * HOUR
+    runs = synthetic_runs(seed=12, base=base, count=300)
+    store_runs(stats_store, runs)
+    query = StatsQuery(since=at(base), until=at(base + 4 * HOUR), bucket_s=300, by=("model", "task"))
+    rows = query_stats(stats_store, query)
+    assert_matches(
+        rows, expected_stats(runs, 300, lambda r: (r.agent, r.model, r.task)), 300, ("model", "task")
+    )
+
+
+def test_latest_version_counts_once_and_deleted_runs_not_at_all(stats_store: Any) -> None:
+    """A re-assembled run counts once with its newest values, a deleted run not at all, and a
+    run scored by two evaluator versions counts its metric once (the newest score)."""
+    base = (time.time() // HOUR - 2) * HOUR
+    runs = [
+        Run(start=base + 60 * i, latency_s=1.0, scores={"trajectory_precision": 0.5} if i != 1 else {})
+        for i in range(4)
+    ]
+    store_runs(stats_store, runs)
+    changed = Run(**{**runs[0].__dict__, "latency_s": 9.0, "failure": True})
+    stats_store.insert_rows(
+        "trajectories",
+        TRAJECTORY_COLUMNS,
+        [trajectory_row(changed, version=2), trajectory_row(runs[1], version=2, deleted=True)],
+    )
+    rescored = Run(**{**runs[2].__dict__, "scores": {"trajectory_precision": 1.0}})
+    stats_store.insert_rows(
+        "scores", SCORE_COLUMNS, score_rows(rescored, evaluator_version="ev2", created=base + 7200)
+    )
+    [row] = query_stats(stats_store, StatsQuery(since=at(base), until=at(base + HOUR), bucket_s=HOUR))
+    assert row["runs"] == 3
+    assert row["failures"] == 1
+    assert row["latency_p99_s"] == pytest.approx(np.percentile([9.0, 1.0, 1.0], 99))
+    precision = row["metrics"]["trajectory_precision"]
+    assert precision["count"] == 3
+    assert precision["mean"] == pytest.approx((0.5 + 1.0 + 0.5) / 3)
+
+
+def test_single_and_null_scores(stats_store: Any) -> None:
+    """One score has std 0; a metric whose only row is NULL (a failed judge) has count 0, no mean."""
+    base = (time.time() // HOUR - 2) * HOUR
+    store_runs(stats_store, [Run(start=base + 10, scores={"tool_correctness": 0.7, "judge": None})])
+    [row] = query_stats(stats_store, StatsQuery(since=at(base), until=at(base + HOUR), bucket_s=HOUR))
+    assert row["metrics"]["tool_correctness"] == {"count": 1, "mean": pytest.approx(0.7), "std": 0.0}
+    assert row["metrics"]["judge"] == {"count": 0, "mean": None, "std": None}
+
+
+def test_metric_filter_and_agent_filter(stats_store: Any) -> None:
+    """--metric keeps only the named evaluation metrics; --agent only that agent's rows."""
+    base = (time.time() // HOUR - 4) * HOUR
+    store_runs(stats_store, synthetic_runs(seed=13, base=base, count=100))
+    query = StatsQuery(
+        since=at(base), until=at(base + 4 * HOUR), agent="beta", metrics=("trajectory_exact_match",)
+    )
+    rows = query_stats(stats_store, query)
+    assert rows
+    assert {row["agent"] for row in rows} == {"beta"}
+    assert all(set(row["metrics"]) <= {"trajectory_exact_match"} for row in rows)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"bucket": "30s"}, "out of range"),
+        ({"bucket": "2d"}, "out of range"),
+        ({"bucket": "fast"}, "not a duration"),
+        ({"by": "colour"}, "cannot group by"),
+        ({"since": "1h", "until": "2h"}, "must be after"),
+        ({"since": "365d", "bucket": "1m"}, "buckets"),
+        ({"color": "x"}, "unknown parameter"),
+    ],
+)
+def test_bad_stats_parameters_are_explained(params: dict[str, str], message: str) -> None:
+    """Bad bucket, grouping, period or parameter names are refused with a message saying why."""
+    with pytest.raises(QueryError, match=message):
+        StatsQuery.from_params(params)
+
+
+def test_params_round_trip() -> None:
+    """The HTTP form of a stats query reads back as the same query."""
+    query = StatsQuery(
+        since=at(1_790_000_000),
+        until=at(1_790_086_400),
+        bucket_s=300,
+        agent="a",
+        task="t",
+        by=("model",),
+        metrics=("m",),
+    )
+    assert StatsQuery.from_params(query.to_params()) == query
