@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,14 @@ unit: $(STAMP) $(EMBEDDINGS_STAMP)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
+# pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
+PROTOS := $(shell find proto -name '*.proto')
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=evaluators --pyi_out=evaluators \
+		--grpc_python_out=evaluators $(PROTOS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py

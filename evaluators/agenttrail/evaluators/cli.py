@@ -38,9 +38,11 @@ from agenttrail.evaluators import (
     cli_monitoring,  # noqa: F401  stats, drift, the drift monitor
     cli_report,  # noqa: F401  registers `agenttrail report`
 )
+from agenttrail.evaluators.api import install_api
 from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
 from agenttrail.evaluators.cli_offline import evaluate_command
-from agenttrail.evaluators.judge_setup import install_judges
+from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
+from agenttrail.evaluators.judges import ClientPool
 from agenttrail.evaluators.monitoring.export_install import install_export_and_report
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
@@ -66,9 +68,12 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
-    install_judges(sidecar, config_file, config)  # the judge worker only when judges are configured
+    judge_clients = ClientPool()  # online and API judging share each model's budget
+    # the judge worker only when judges are configured
+    install_judges(sidecar, config_file, config, lambda judges: build_online_judges(judges, judge_clients))
     install_alerts(sidecar, config_file)
     install_export_and_report(sidecar, config_file)
+    install_api(sidecar, config.metrics, config_file, judge_clients)
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)

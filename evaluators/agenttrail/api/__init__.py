@@ -1,0 +1,1 @@
+"""agenttrail's own API: messages and services generated from `proto/` (versioned packages)."""

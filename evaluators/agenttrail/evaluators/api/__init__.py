@@ -1,0 +1,41 @@
+"""The evaluation API (`proto/agenttrail/api/v1/evaluation.proto`) served by the sidecar over gRPC.
+
+Clients use the generated stub: `agenttrail.api.v1.evaluation_pb2_grpc.EvaluationServiceStub`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import grpc
+
+from agenttrail.collector.sidecar import Sidecar
+from agenttrail.evaluators.api.judges import ApiJudges
+from agenttrail.evaluators.api.service import EvaluationApi, JudgeResolver
+from agenttrail.evaluators.judges import ClientPool
+
+
+def install_api(
+    sidecar: Sidecar,
+    default_metrics: Sequence[str],
+    config_file: str | None,
+    judge_clients: ClientPool | None = None,
+) -> None:
+    """Serve the evaluation API on the sidecar's gRPC port, behind the same bearer token as OTLP.
+
+    Evaluate's default metrics are the online evaluator's; its judges are the config file's,
+    on `judge_clients` (pass the online judges' pool so both share each model's budget).
+    """
+    judges = ApiJudges.from_config_file(config_file, judge_clients)
+
+    def authorize(context: grpc.ServicerContext) -> bool:
+        receiver = sidecar.grpc
+        return receiver is not None and receiver.authorized(context)
+
+    api = EvaluationApi(
+        sidecar.new_store, authorize=authorize, default_metrics=default_metrics, judges=judges
+    )
+    sidecar.add_grpc_handler(api.handler())
+
+
+__all__ = ["ApiJudges", "EvaluationApi", "JudgeResolver", "install_api"]

@@ -1,0 +1,135 @@
+"""Judges for Evaluate: the config file's `judges:` by name, or inline ones on the sidecar's connection.
+
+Configured judges are built exactly as the online judge worker builds them (same section, same
+version pins) from the same `ClientPool`, so API judging and online judging share each model's
+budget and its limit of calls in flight.
+
+Inline definitions carry only `type` and `options`. Their model connection (endpoint, key,
+budget, concurrency) is the config's `judge_defaults:`, else that of the first enabled judge:
+an API caller must not be able to point the sidecar, with its API key, at an endpoint of the
+caller's choosing, nor dodge a budget by inventing settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agenttrail.collector.errors import ConfigError
+from agenttrail.evaluators.judge_config import JudgesConfig
+from agenttrail.evaluators.judge_setup import build_online_judge
+from agenttrail.evaluators.judges import (
+    ClientPool,
+    Judge,
+    JudgeDefinition,
+    JudgeInput,
+    JudgeResult,
+    JudgeSettings,
+    build_judge,
+)
+
+INLINE_KEYS = frozenset({"name", "type", "options"})
+
+
+class ApiJudges:
+    """Resolves a request's judge (name, inline definition or None) to a judge; ConfigError if it cannot."""
+
+    def __init__(
+        self,
+        config: JudgesConfig | None = None,
+        *,
+        pool: ClientPool | None = None,
+        inline_settings: JudgeSettings | None = None,
+    ) -> None:
+        self._config = config or JudgesConfig(source="configuration (no config file)")
+        self._pool = pool or ClientPool()
+        self._inline_settings = inline_settings or self._first_settings()
+        self._built: dict[str, Judge] = {}
+        self._lock = threading.Lock()  # the pool and the cache are shared by the gRPC threads
+
+    @classmethod
+    def from_config_file(cls, path: str | None, pool: ClientPool | None = None) -> ApiJudges:
+        """The config file's `judges:` and `judge_defaults:` sections, as the online worker reads them."""
+        config = JudgesConfig.from_file(path)
+        defaults = _judge_defaults(path)
+        inline = (
+            JudgeSettings.from_mapping(defaults, f"{config.source}: judge_defaults") if defaults else None
+        )
+        return cls(config, pool=pool, inline_settings=inline)
+
+    def __call__(self, name: str, definition: Mapping[str, Any] | None) -> Judge:
+        if definition is None:
+            return self._configured(name)
+        return self._inline(name, definition)
+
+    def _configured(self, name: str) -> Judge:
+        try:
+            spec = self._config.get(name)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}; name a configured judge or send an inline definition") from exc
+        if not spec.enabled:
+            raise ConfigError(f"{self._config.source}: judge {name!r} is disabled (enabled: false)")
+        with self._lock:
+            if name not in self._built:
+                # The online version pin applies here too, so API and online results compare.
+                self._built[name] = _Pinned(build_online_judge(spec, self._pool).judge, spec.version)
+            return self._built[name]
+
+    def _inline(self, name: str, definition: Mapping[str, Any]) -> Judge:
+        unknown = sorted(set(definition) - INLINE_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"inline definitions take only type and options, not {unknown}: the model connection "
+                "is the sidecar's (its config's judge_defaults:)"
+            )
+        if definition.get("name", name) != name:
+            raise ConfigError(f"the definition's name {definition['name']!r} differs from {name!r}")
+        options = definition.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise ConfigError(f"options must be an object, got {type(options).__name__}")
+        if self._inline_settings is None:
+            raise ConfigError(
+                "inline judges need the sidecar's model connection: set judge_defaults: (model, "
+                "base_url, api_key_env) or configure a judge in its config file"
+            )
+        with self._lock:
+            client = self._pool.client(self._inline_settings)
+        return build_judge(name, {**options, "type": definition.get("type")}, client, "inline definition")
+
+    def _first_settings(self) -> JudgeSettings | None:
+        first = next(iter(self._config.enabled), None)
+        if first is None:
+            return None
+        return JudgeDefinition.from_mapping({"name": first.name, **first.options}, first.source).settings
+
+
+class _Pinned:
+    """A configured judge whose results carry the config's version pin, as online results do."""
+
+    def __init__(self, judge: Judge, pin: str | None) -> None:
+        self._judge = judge
+        self.name = judge.name
+        self.version = pin or judge.version
+        self.outputs: tuple[str, ...] = getattr(judge, "outputs", (judge.name,))
+
+    def evaluate(self, run: JudgeInput) -> list[JudgeResult]:
+        return [
+            result if result.version == self.version else dataclasses.replace(result, version=self.version)
+            for result in self._judge.evaluate(run)
+        ]
+
+
+def _judge_defaults(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        document = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read judge_defaults from {path}: {exc}") from exc
+    defaults = document.get("judge_defaults") if isinstance(document, dict) else None
+    return dict(defaults) if isinstance(defaults, dict) and defaults.get("model") else {}
