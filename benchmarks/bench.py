@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SCRIPTS = ("bench_instrumentation.py", "bench_ingest.py", "bench_scoring.py", "bench_monitoring.py")
+SCRIPTS = (
+    "bench_instrumentation.py",
+    "bench_ingest.py",
+    "bench_scoring.py",
+    "bench_judges.py",
+    "bench_monitoring.py",
+    "bench_alerts.py",
+    "bench_export.py",
+)
 
 
 def main() -> None:
