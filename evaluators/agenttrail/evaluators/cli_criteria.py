@@ -42,12 +42,13 @@ from agenttrail.evaluators.criteria.critic import propose_criteria
 from agenttrail.evaluators.criteria.embeddings import make_embedder
 from agenttrail.evaluators.criteria.judge import bind_store
 from agenttrail.evaluators.criteria.model import (
-    CriteriaError,
     CriteriaSet,
     Criterion,
     dump_document,
     load_criteria_file,
     parse_criteria_list,
+    parse_criteria_set,
+    read_document,
 )
 from agenttrail.evaluators.criteria.quantifier import quantify_run
 from agenttrail.evaluators.criteria.results import store_results
@@ -309,7 +310,6 @@ def resolve_set(
         if not rows:
             raise click.ClickException(f"no criteria set named {set_name!r}")
         document = rows[0]
-        from agenttrail.evaluators.criteria.model import parse_criteria_set
 
         return parse_criteria_set(document["definition"], f"criteria set {set_name}"), document["version"]
     stored = get_set(target, set_name, set_version)
@@ -437,10 +437,7 @@ def propose(
 
 def read_proposals(path: str) -> tuple[str, str, list[Criterion]]:
     """(name, task, criteria) from a proposals file, or a criteria set file."""
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CriteriaError(f"cannot read {path}: {exc}") from exc
+    document = read_document(path)
     if isinstance(document, dict) and "proposals" in document:
         criteria: list[Criterion] = []
         for proposal in document["proposals"] or []:
@@ -449,7 +446,7 @@ def read_proposals(path: str) -> tuple[str, str, list[Criterion]]:
                     parse_criteria_list(proposal["criteria"], f"{path} run {proposal.get('run')}")
                 )
         return str(document.get("name") or ""), str(document.get("task") or ""), criteria
-    criteria_set = load_criteria_file(path)
+    criteria_set = parse_criteria_set(document, path)
     return criteria_set.name, criteria_set.task, list(criteria_set.criteria)
 
 
