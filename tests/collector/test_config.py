@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agenttrail.collector.config import SidecarConfig, load_config
+from agenttrail.collector.config import SidecarConfig, load_config, read_section
 from agenttrail.collector.errors import ConfigError
 
 
@@ -49,6 +49,35 @@ def test_bad_files(tmp_path: Path) -> None:
     unknown.write_text("collector:\n  quiet_periods: 3\n")
     with pytest.raises(ConfigError, match="quiet_periods"):
         load_config({}, config_file=unknown, environ={})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, r"cannot read config file .*missing.yaml \(reading its 'drift' section\)"),
+        ("drift: [unclosed\n", r"broken.yaml \(reading its 'drift' section\) is not valid YAML"),
+        ("- drift\n", r"broken.yaml \(reading its 'drift' section\) must be a mapping of sections"),
+        ("drift: [1, 2]\n", r"broken.yaml: 'drift' must be a mapping of settings, got list"),
+        ("drift:\n", r"broken.yaml: 'drift' must be a mapping of settings, got NoneType"),
+    ],
+)
+def test_section_errors_name_file_and_section(tmp_path: Path, text: str | None, message: str) -> None:
+    """An unreadable file, bad YAML or a section that is no mapping is a ConfigError naming both."""
+    path = tmp_path / ("missing.yaml" if text is None else "broken.yaml")
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        read_section(path, "drift")
+
+
+def test_section_is_read_or_empty(tmp_path: Path) -> None:
+    """A section comes back as written; a file without it (or an empty file) gives {}."""
+    path = tmp_path / "c.yaml"
+    path.write_text("collector:\n  grpc: 127.0.0.1:1\ndrift:\n  interval_s: 5\n")
+    assert read_section(path, "drift") == {"interval_s": 5}
+    assert read_section(path, "alerts") == {}
+    path.write_text("")
+    assert read_section(path, "drift") == {}
 
 
 def test_tls_needs_cert_and_key() -> None:

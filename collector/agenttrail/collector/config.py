@@ -128,20 +128,42 @@ assert {f.name for f in fields(SidecarConfig)} == set(_BY_NAME), "settings table
 EXTENSION_SECTIONS: set[str] = set()
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The `collector:` section of a YAML config file (top-level keys are accepted too)."""
+def read_config_document(path: str | Path, wanted: str | None = None) -> dict[str, Any]:
+    """A YAML config file's top level (an empty file is {}); ConfigError naming the file, and the
+    section the caller `wanted` from it, when it cannot be read, is not YAML or is not a mapping."""
     file = Path(path)
+    reading = f" (reading its {wanted!r} section)" if wanted else ""
     try:
         document = yaml.safe_load(file.read_text()) or {}
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot read config file {file}{reading}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {file} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"config file {file}{reading} is not valid YAML: {exc}") from exc
     if not isinstance(document, dict):
-        raise ConfigError(f"config file {file} must be a mapping of settings")
+        raise ConfigError(
+            f"config file {file}{reading} must be a mapping of sections (collector:, evaluators:, ...), "
+            f"got {type(document).__name__}"
+        )
+    return document
+
+
+def read_section(path: str | Path, name: str) -> dict[str, Any]:
+    """The `name:` section of a YAML config file, {} where the file has none; ConfigError naming
+    the file and the section if the file is unreadable or the section is not a mapping."""
+    section = read_config_document(path, name).get(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(
+            f"config file {path}: '{name}' must be a mapping of settings, got {type(section).__name__}"
+        )
+    return section
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The `collector:` section of a YAML config file (top-level keys are accepted too)."""
+    document = read_config_document(path)
     section = document.get("collector", document)
     if not isinstance(section, dict):
-        raise ConfigError(f"config file {file}: 'collector' must be a mapping of settings")
+        raise ConfigError(f"config file {path}: 'collector' must be a mapping of settings")
     return {key: value for key, value in section.items() if key not in EXTENSION_SECTIONS}
 
 

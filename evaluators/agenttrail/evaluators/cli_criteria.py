@@ -42,12 +42,13 @@ from agenttrail.evaluators.criteria.critic import propose_criteria
 from agenttrail.evaluators.criteria.embeddings import make_embedder
 from agenttrail.evaluators.criteria.judge import bind_store
 from agenttrail.evaluators.criteria.model import (
-    CriteriaError,
     CriteriaSet,
     Criterion,
     dump_document,
     load_criteria_file,
     parse_criteria_list,
+    parse_criteria_set,
+    read_document,
 )
 from agenttrail.evaluators.criteria.quantifier import quantify_run
 from agenttrail.evaluators.criteria.results import store_results
@@ -190,6 +191,9 @@ set_options = _decorate(
     ]
 )
 
+# What quantify, robustness and verify take: a set, the runs, where to read, a judge model.
+scoring_options = _decorate([set_options, runs_options, store_options, judge_options, format_option])
+
 
 @dataclass(frozen=True, slots=True)
 class RunsQuery:
@@ -248,15 +252,44 @@ def _migrate(store: Store) -> None:
         raise click.ClickException(str(exc)) from exc
 
 
-def judge_client(model: str | None, base_url: str | None, concurrency: int) -> ChatJudgeClient:
-    if not model:
-        raise click.UsageError("a judge model is needed: --judge-model or AGENTTRAIL_JUDGE_MODEL")
-    from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
+@dataclass(frozen=True, slots=True)
+class SetArgs:
+    criteria_file: str | None
+    set_name: str | None
+    set_version: int | None
 
-    try:
-        return OpenAIJudgeClient(JudgeSettings(model=model, base_url=base_url, concurrency=concurrency))
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+    @classmethod
+    def pick(cls, options: dict[str, Any]) -> SetArgs:
+        """Take (and remove) the set options from a command's keyword arguments."""
+        return cls(*(options.pop(name) for name in cls.__dataclass_fields__))
+
+    def resolve(self, source: Callable[[], Any]) -> tuple[CriteriaSet, str]:
+        return resolve_set(self.criteria_file, self.set_name, self.set_version, source)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeArgs:
+    judge_model: str | None
+    judge_base_url: str | None
+    concurrency: int
+
+    @classmethod
+    def pick(cls, options: dict[str, Any]) -> JudgeArgs:
+        """Take (and remove) the judge options from a command's keyword arguments."""
+        return cls(*(options.pop(name) for name in cls.__dataclass_fields__))
+
+    def client(self) -> ChatJudgeClient:
+        if not self.judge_model:
+            raise click.UsageError("a judge model is needed: --judge-model or AGENTTRAIL_JUDGE_MODEL")
+        from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
+
+        settings = JudgeSettings(
+            model=self.judge_model, base_url=self.judge_base_url, concurrency=self.concurrency
+        )
+        try:
+            return OpenAIJudgeClient(settings)
+        except AgentTrailError as exc:
+            raise click.ClickException(str(exc)) from exc
 
 
 def load_runs(query: RunsQuery, source: SidecarApi | Store | None) -> list[Run]:
@@ -309,7 +342,6 @@ def resolve_set(
         if not rows:
             raise click.ClickException(f"no criteria set named {set_name!r}")
         document = rows[0]
-        from agenttrail.evaluators.criteria.model import parse_criteria_set
 
         return parse_criteria_set(document["definition"], f"criteria set {set_name}"), document["version"]
     stored = get_set(target, set_name, set_version)
@@ -375,14 +407,11 @@ def propose(
     count: int,
     set_name: str,
     output: str,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    concurrency: int,
     output_format: str,
     **options: Any,
 ) -> None:
     """Ask a critic for criteria; several runs go to one proposals file for `consolidate`."""
-    query, where = RunsQuery.pick(options), StoreArgs.pick(options)
+    query, where, judge = RunsQuery.pick(options), StoreArgs.pick(options), JudgeArgs.pick(options)
     if description_file:
         description = Path(description_file).read_text(encoding="utf-8")
     if not description or not description.strip():
@@ -396,7 +425,7 @@ def propose(
         successful, failed = labelled.successful[:examples], labelled.failed[:examples]
         if not successful and not failed:
             raise click.ClickException("no example runs matched; widen the filter or use --examples 0")
-    client = judge_client(judge_model, judge_base_url, concurrency)
+    client = judge.client()
     proposals = propose_criteria(
         client,
         description,
@@ -437,10 +466,7 @@ def propose(
 
 def read_proposals(path: str) -> tuple[str, str, list[Criterion]]:
     """(name, task, criteria) from a proposals file, or a criteria set file."""
-    try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise CriteriaError(f"cannot read {path}: {exc}") from exc
+    document = read_document(path)
     if isinstance(document, dict) and "proposals" in document:
         criteria: list[Criterion] = []
         for proposal in document["proposals"] or []:
@@ -449,7 +475,7 @@ def read_proposals(path: str) -> tuple[str, str, list[Criterion]]:
                     parse_criteria_list(proposal["criteria"], f"{path} run {proposal.get('run')}")
                 )
         return str(document.get("name") or ""), str(document.get("task") or ""), criteria
-    criteria_set = load_criteria_file(path)
+    criteria_set = parse_criteria_set(document, path)
     return criteria_set.name, criteria_set.task, list(criteria_set.criteria)
 
 
@@ -528,36 +554,23 @@ def consolidate_command(
 
 
 @criteria.command()
-@set_options
-@runs_options
-@store_options
-@judge_options
-@format_option
+@scoring_options
 @click.option("--no-save", is_flag=True, help="Print the scores only; do not store them.")
 @_errors_to_click
-def quantify(
-    criteria_file: str | None,
-    set_name: str | None,
-    set_version: int | None,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    concurrency: int,
-    output_format: str,
-    no_save: bool,
-    **options: Any,
-) -> None:
+def quantify(output_format: str, no_save: bool, **options: Any) -> None:
     """Score runs against a criteria set: one stored score (label + number) per criterion."""
     query, where = RunsQuery.pick(options), StoreArgs.pick(options)
+    wanted, judge = SetArgs.pick(options), JudgeArgs.pick(options)
     store = None if no_save else where.writable()
     try:
         source: SidecarApi | Store | None = store
-        if store is None and (set_name or not query.runs_file):
+        if store is None and (wanted.set_name or not query.runs_file):
             source = where.source()
-        criteria_set, version = resolve_set(criteria_file, set_name, set_version, lambda: source)
+        criteria_set, version = wanted.resolve(lambda: source)
         runs = load_runs(query, source)
-        client = judge_client(judge_model, judge_base_url, concurrency)
+        client = judge.client()
         results = parallel_map(
-            lambda run: quantify_run(client, criteria_set, version, run.judge_input), runs, concurrency
+            lambda run: quantify_run(client, criteria_set, version, run.judge_input), runs, judge.concurrency
         )
         if store is not None:
             stored = store_results(store, list(zip(runs, results, strict=True)))
@@ -589,19 +602,31 @@ def quantify(
     )
 
 
-def _read_source(where: StoreArgs, query: RunsQuery, set_name: str | None) -> SidecarApi | Store | None:
-    """A store or sidecar for commands that only read (none needed for a file and a file)."""
-    if query.runs_file and not set_name and not query.success_metric:
-        return None
-    return where.source()
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What robustness and verify start from: a set, the runs to check it on and the judge options."""
+
+    query: RunsQuery
+    source: SidecarApi | Store | None  # None: a set file and a runs file need no store
+    criteria_set: CriteriaSet
+    version: str
+    runs: list[Run]
+    judge: JudgeArgs
+
+    @classmethod
+    def pick(cls, options: dict[str, Any]) -> Checked:
+        """Take the scoring options from a command's keyword arguments and read what they name."""
+        query, where = RunsQuery.pick(options), StoreArgs.pick(options)
+        wanted, judge = SetArgs.pick(options), JudgeArgs.pick(options)
+        only_files = query.runs_file and not wanted.set_name and not query.success_metric
+        source = None if only_files else where.source()
+        criteria_set, version = wanted.resolve(lambda: source)
+        runs = load_runs(query, source)
+        return cls(query, source, criteria_set, version, runs, judge)
 
 
 @criteria.command()
-@set_options
-@runs_options
-@store_options
-@judge_options
-@format_option
+@scoring_options
 @click.option(
     "--repeat", default=3, show_default=True, type=click.IntRange(min=2), help="Quantify each run k times."
 )
@@ -621,29 +646,15 @@ def _read_source(where: StoreArgs, query: RunsQuery, set_name: str | None) -> Si
     "(share of its value range).",
 )
 @_errors_to_click
-def robustness(
-    criteria_file: str | None,
-    set_name: str | None,
-    set_version: int | None,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    concurrency: int,
-    output_format: str,
-    repeat: int,
-    max_spread: float,
-    min_gap: float,
-    **options: Any,
-) -> None:
+def robustness(output_format: str, repeat: int, max_spread: float, min_gap: float, **options: Any) -> None:
     """Quantify the same runs k times: mean and spread per criterion, and success/failure separation."""
-    query, where = RunsQuery.pick(options), StoreArgs.pick(options)
-    source = _read_source(where, query, set_name)
-    criteria_set, version = resolve_set(criteria_file, set_name, set_version, lambda: source)
-    runs = load_runs(query, source)
-    labelled = split_runs(runs, query.rule, scores_by_trace(source, query, runs))
-    client = judge_client(judge_model, judge_base_url, concurrency)
-    results = repeat_quantify(client, criteria_set, version, runs, repeat, concurrency)
+    job = Checked.pick(options)
+    query, runs = job.query, job.runs
+    labelled = split_runs(runs, query.rule, scores_by_trace(job.source, query, runs))
+    client = job.judge.client()
+    results = repeat_quantify(client, job.criteria_set, job.version, runs, repeat, job.judge.concurrency)
     report = robustness_report(
-        criteria_set,
+        job.criteria_set,
         runs,
         results,
         {r.trace_id for r in labelled.successful},
@@ -678,11 +689,7 @@ def robustness(
 
 
 @criteria.command("verify")
-@set_options
-@runs_options
-@store_options
-@judge_options
-@format_option
+@scoring_options
 @click.option("--mode", type=click.Choice(["steps", "sentences"]), default="steps", show_default=True)
 @click.option(
     "--share",
@@ -692,34 +699,19 @@ def robustness(
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for choosing what to remove.")
 @_errors_to_click
-def verify_command(
-    criteria_file: str | None,
-    set_name: str | None,
-    set_version: int | None,
-    judge_model: str | None,
-    judge_base_url: str | None,
-    concurrency: int,
-    output_format: str,
-    mode: str,
-    share: float,
-    seed: int,
-    **options: Any,
-) -> None:
+def verify_command(output_format: str, mode: str, share: float, seed: int, **options: Any) -> None:
     """Remove a share of steps (or final-response sentences): how often does the original score higher?"""
-    query, where = RunsQuery.pick(options), StoreArgs.pick(options)
-    source = _read_source(where, query, set_name)
-    criteria_set, version = resolve_set(criteria_file, set_name, set_version, lambda: source)
-    runs = load_runs(query, source)
-    client = judge_client(judge_model, judge_base_url, concurrency)
+    job = Checked.pick(options)
+    runs = job.runs
     result = verify(
-        client,
-        criteria_set,
-        version,
+        job.judge.client(),
+        job.criteria_set,
+        job.version,
         runs,
         mode="steps" if mode == "steps" else "sentences",
         share=share,
         seed=seed,
-        concurrency=concurrency,
+        concurrency=job.judge.concurrency,
     )
     emit_rows(
         [item.to_json() for item in result.criteria],

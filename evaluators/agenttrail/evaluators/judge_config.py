@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from agenttrail.collector.config import read_config_document
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.worker import sample_fraction
 
@@ -156,11 +155,4 @@ class JudgesConfig:
     def from_file(cls, path: str | Path | None) -> JudgesConfig:
         if not path:
             return cls()
-        source = f"config file {path}"
-        try:
-            document = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read judges config from {path}: {exc}") from exc
-        if not isinstance(document, dict):
-            raise ConfigError(f"{source} must be a mapping of sections")
-        return cls.from_document(document, source)
+        return cls.from_document(read_config_document(path, "judges"), f"config file {path}")

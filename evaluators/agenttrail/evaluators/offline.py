@@ -291,7 +291,8 @@ def judge_outputs(judges: Sequence[Judge], names: Sequence[str]) -> tuple[str, .
     return tuple(outputs)
 
 
-def _call_mapping(call: ToolCall) -> dict[str, Any]:
+def call_mapping(call: ToolCall) -> dict[str, Any]:
+    """A tool call as judges see it (the `trajectories --format json` shape): absent fields left out."""
     mapping: dict[str, Any] = {"name": call.name}
     if call.input is not ABSENT:
         mapping["input"] = call.input
@@ -306,11 +307,11 @@ def judge_input(row: DatasetRow) -> JudgeInput:
         {
             "input": row.query,
             "output": row.response,
-            "tool_calls": [_call_mapping(call) for call in row.predicted or ()],
+            "tool_calls": [call_mapping(call) for call in row.predicted or ()],
             "failure": bool(row.failure),
             "reference_trajectory": None
             if row.reference is None
-            else [_call_mapping(call) for call in row.reference],
+            else [call_mapping(call) for call in row.reference],
             "expected_response": row.expected_response,
             "available_tools": row.extra.get("available_tools") or (),
             "screenshots": row.extra.get("screenshots") or (),

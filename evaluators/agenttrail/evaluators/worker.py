@@ -17,8 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
@@ -144,14 +143,7 @@ class EvaluatorConfig:
     def from_file(cls, path: str | None) -> EvaluatorConfig:
         if not path:
             return cls()
-        try:
-            document = yaml.safe_load(open(path).read()) or {}  # noqa: SIM115
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read evaluators config from {path}: {exc}") from exc
-        section = document.get("evaluators", {}) if isinstance(document, dict) else {}
-        if not isinstance(section, dict):
-            raise ConfigError(f"config file {path}: 'evaluators' must be a mapping")
-        return cls.from_mapping(section, f"config file {path}")
+        return cls.from_mapping(read_section(path, "evaluators"), f"config file {path}")
 
 
 def predicted_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[ToolCall]:

@@ -15,11 +15,9 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agenttrail.collector.config import read_config_document
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.judge_config import JudgesConfig
 from agenttrail.evaluators.judge_setup import build_online_judge
@@ -127,9 +125,5 @@ class _Pinned:
 def _judge_defaults(path: str | None) -> dict[str, Any]:
     if not path:
         return {}
-    try:
-        document = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read judge_defaults from {path}: {exc}") from exc
-    defaults = document.get("judge_defaults") if isinstance(document, dict) else None
+    defaults = read_config_document(path, "judge_defaults").get("judge_defaults")
     return dict(defaults) if isinstance(defaults, dict) and defaults.get("model") else {}

@@ -36,8 +36,14 @@ from agenttrail.evaluators.api.convert import (
 from agenttrail.evaluators.api.errors import ApiError, Busy, InvalidArgument, NotFound
 from agenttrail.evaluators.api.score_pages import MAX_PAGE_SIZE, ScoreQuery, query_page
 from agenttrail.evaluators.judges.base import Judge, JudgeInput, JudgeResult
-from agenttrail.evaluators.metrics import ABSENT, ConfiguredMetric, ToolCall, compute_metrics, parse_metric
-from agenttrail.evaluators.offline import judge_outputs, metric_names, parse_metric_specs, run_judges
+from agenttrail.evaluators.metrics import ConfiguredMetric, compute_metrics, parse_metric
+from agenttrail.evaluators.offline import (
+    call_mapping,
+    judge_outputs,
+    metric_names,
+    parse_metric_specs,
+    run_judges,
+)
 from agenttrail.evaluators.reference_store import latest_references
 from agenttrail.evaluators.references import ReferenceEntry
 from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig, predicted_calls
@@ -305,22 +311,12 @@ def _judge_input(
             "output": run_output,
             "tool_calls": calls,
             "failure": trajectory.failure,
-            "reference_trajectory": None if entry is None else [_call_mapping(c) for c in entry.reference],
+            "reference_trajectory": None if entry is None else [call_mapping(c) for c in entry.reference],
             "expected_response": None if entry is None else entry.expected_response,
             "available_tools": tools,
             "screenshots": list(request.screenshots),
         }
     )
-
-
-def _call_mapping(call: ToolCall) -> dict[str, Any]:
-    """A reference call as judges see it: absent fields left out."""
-    mapping: dict[str, Any] = {"name": call.name}
-    if call.input is not ABSENT:
-        mapping["input"] = call.input
-    if call.output is not ABSENT:
-        mapping["output"] = call.output
-    return mapping
 
 
 def _judge_result(result: JudgeResult) -> pb.EvaluationResult:

@@ -179,16 +179,19 @@ def parse_criteria_set(raw: Any, where: str, *, name: str | None = None) -> Crit
     return CriteriaSet(set_name.strip(), parse_criteria_list(raw.get("criteria"), where), task, dict(notes))
 
 
-def load_criteria_file(path: str | Path, *, name: str | None = None) -> CriteriaSet:
-    """Read a criteria set from JSON or YAML (chosen by content: JSON is YAML)."""
-    path = Path(path)
+def read_document(path: str | Path) -> Any:
+    """A JSON or YAML file's content (YAML reads JSON too); CriteriaError naming the file."""
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise CriteriaError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
         raise CriteriaError(f"{path} is neither JSON nor YAML: {exc}") from exc
-    return parse_criteria_set(document, str(path), name=name)
+
+
+def load_criteria_file(path: str | Path, *, name: str | None = None) -> CriteriaSet:
+    """Read a criteria set from JSON or YAML (chosen by content: JSON is YAML)."""
+    return parse_criteria_set(read_document(path), str(path), name=name)
 
 
 def dump_document(document: Mapping[str, Any], path: str | Path) -> None:

@@ -10,9 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from agenttrail.collector.background import BackgroundLoop
+from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.store import Store
@@ -102,15 +101,7 @@ class DriftConfig:
     def from_file(cls, path: str | None) -> DriftConfig:
         if not path:
             return cls()
-        try:
-            with open(path) as file:
-                document = yaml.safe_load(file) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read the drift config from {path}: {exc}") from exc
-        section = document.get("drift", {}) if isinstance(document, dict) else {}
-        if not isinstance(section, dict):
-            raise ConfigError(f"config file {path}: 'drift' must be a mapping")
-        return cls.from_mapping(section, f"config file {path}")
+        return cls.from_mapping(read_section(path, "drift"), f"config file {path}")
 
 
 def _number(key: str, value: Any) -> float | int:

@@ -11,8 +11,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
-import yaml
-
+from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
 
 PROTOCOLS = ("grpc", "http")
@@ -83,12 +82,4 @@ class MetricsExportConfig:
     def from_file(cls, path: str | None) -> MetricsExportConfig:
         if not path:
             return cls()
-        try:
-            with open(path) as file:
-                document = yaml.safe_load(file) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read metrics_export config from {path}: {exc}") from exc
-        section = document.get("metrics_export", {}) if isinstance(document, dict) else {}
-        if not isinstance(section, dict):
-            raise ConfigError(f"config file {path}: 'metrics_export' must be a mapping")
-        return cls.from_mapping(section, f"config file {path}")
+        return cls.from_mapping(read_section(path, "metrics_export"), f"config file {path}")
