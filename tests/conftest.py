@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("AGENTTRAIL_RAISE_INTERNAL_ERRORS", "1")
+
+# A shared 2-core CI machine can stall for seconds: a per-example deadline would fail property
+# tests that are correct. Properties are checked, not timed (speed lives in benchmarks/).
+settings.register_profile("agenttrail", deadline=None)
+settings.load_profile("agenttrail")
 
 
 @pytest.fixture(scope="session")
