@@ -247,7 +247,7 @@ class EvaluatorWorker(RunQueueWorker):
                         EVALUATOR,
                         self.version,
                         value,
-                        _label(metric, value),
+                        metric_label(metric, value),
                         "",
                         agent,
                         task,
@@ -287,7 +287,8 @@ class EvaluatorWorker(RunQueueWorker):
         )
 
 
-def _label(metric: str, value: float) -> str:
+def metric_label(metric: str, value: float) -> str:
+    """The pass/fail (or ok/failed) label stored beside a metric value; empty for continuous metrics."""
     if metric in ("latency", "trajectory_precision", "trajectory_recall", "tool_correctness"):
         return ""
     if metric == "failure":

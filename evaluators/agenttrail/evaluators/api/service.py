@@ -46,8 +46,7 @@ from agenttrail.evaluators.offline import (
 )
 from agenttrail.evaluators.reference_store import latest_references
 from agenttrail.evaluators.references import ReferenceEntry
-from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig, predicted_calls
-from agenttrail.evaluators.worker import _label as metric_label
+from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig, metric_label, predicted_calls
 
 log = logging.getLogger(__name__)
 
