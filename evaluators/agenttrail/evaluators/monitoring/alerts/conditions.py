@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.parsing import (
-    format_duration,
     parse_count,
     parse_number,
     parse_percentile,
@@ -28,6 +27,7 @@ from agenttrail.evaluators.monitoring.alerts.parsing import (
     parse_text,
     parse_window,
 )
+from agenttrail.evaluators.monitoring.timespec import format_duration
 
 GROUP_COLUMNS = {"agent": "Agent", "task": "Task"}
 
