@@ -19,14 +19,14 @@ from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, parse_bucket, report_rows
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
 
-from .seed import HOURS, seed_drift_and_alerts, seed_runs
+from .seed import HOURS, MONITORING_TABLES, seed_drift_and_alerts, seed_runs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
 def seeded(store: Any) -> dict[str, Any]:
-    migrate(store, EVALUATOR_MIGRATIONS)
+    migrate(store, (*EVALUATOR_MIGRATIONS, *MONITORING_TABLES))
     data = seed_runs(store)
     seed_drift_and_alerts(store, data)
     return data

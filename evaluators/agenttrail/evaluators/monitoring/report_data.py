@@ -8,11 +8,10 @@ note); the sidecar serves the same rows at `GET /api/v1/report`, so the CLI read
 running `serve` exactly as it reads the store. `Report.from_rows` groups them per agent.
 
 Tables of other monitoring parts are read defensively, only if they exist with the columns
-named here (a note in the report says what was skipped and why):
-- `drift_events`: DetectedAt, Agent, Task, Metric, Test, Drifted, PValue, EffectSize, BaselineN,
-  RecentN, BaselineValue, RecentValue, Detail (rows with Drifted != 0 are drift points).
-- `alert_history`: At, Fingerprint, Rule, GroupLabels (map; `agent` key), FromState, ToState.
-  A period runs from a transition to `firing` until the next transition out of it.
+their owners define (a note in the report says what was skipped and why):
+- `drift_events` (monitoring/drift_events.py): rows with Drifted != 0 are drift points.
+- `alert_history` (alerts/schema.py): a period runs from a transition to `firing` until the
+  next transition out of it; the `agent` key of GroupLabels names the agent.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.monitoring.timespec import parse_duration_s
@@ -33,21 +33,6 @@ from agenttrail.evaluators.monitoring.timespec import parse_duration_s
 BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 MAX_AUTO_BUCKETS = 60
 
-DRIFT_COLUMNS = (
-    "DetectedAt",
-    "Agent",
-    "Task",
-    "Metric",
-    "Test",
-    "Drifted",
-    "PValue",
-    "EffectSize",
-    "BaselineN",
-    "RecentN",
-    "BaselineValue",
-    "RecentValue",
-    "Detail",
-)
 ALERT_COLUMNS = ("At", "Fingerprint", "Rule", "GroupLabels", "FromState", "ToState")
 # How far before the range alert transitions are read, to find periods already firing at its start.
 ALERT_LOOKBACK = timedelta(days=7)
@@ -263,7 +248,7 @@ def _note(text: str) -> dict[str, Any]:
 
 
 def _drift_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
-    missing = _missing_columns(store, "drift_events", DRIFT_COLUMNS)
+    missing = _missing_columns(store, "drift_events", DRIFT_EVENT_COLUMNS)
     if missing is None:
         return [_note("no drift_events table in this store: drift points are not marked")]
     if missing:
