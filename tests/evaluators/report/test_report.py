@@ -16,7 +16,8 @@ from click.testing import CliRunner, Result
 
 from agenttrail.collector.cli import cli
 from agenttrail.collector.schema import migrate
-from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, parse_bucket, report_rows
+from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
+from agenttrail.evaluators.monitoring.stats import parse_bucket
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
 
 from .seed import HOURS, MONITORING_TABLES, seed_drift_and_alerts, seed_runs

@@ -27,7 +27,6 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
-from agenttrail.evaluators.monitoring.timespec import parse_duration_s
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
 BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -36,11 +35,6 @@ MAX_AUTO_BUCKETS = 60
 ALERT_COLUMNS = ("At", "Fingerprint", "Rule", "GroupLabels", "FromState", "ToState")
 # How far before the range alert transitions are read, to find periods already firing at its start.
 ALERT_LOOKBACK = timedelta(days=7)
-
-
-def parse_bucket(text: str) -> int:
-    """`10s`, `5m`, `1h`, `1d` -> seconds (1 second to 1 day), as `agenttrail stats --bucket` reads it."""
-    return parse_duration_s(text, what="bucket", high_s=86_400)
 
 
 @dataclass(frozen=True, slots=True)
