@@ -117,8 +117,6 @@ def render_html(report: Report, images: dict[str, bytes]) -> str:
     else:
         parts.append("<h2 id='overview'>Overview</h2>")
         parts.append(_overview(report))
-    if report.notes:
-        parts.append("<ul>" + "".join(f"<li class='note'>{_e(n)}</li>" for n in report.notes) + "</ul>")
     for name, agent in report.agents.items():
         parts.append(_agent_section(agent, images[name]))
     parts.append("</body></html>")
