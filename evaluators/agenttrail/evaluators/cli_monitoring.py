@@ -6,7 +6,6 @@ sidecar extensions (evaluators/cli.py imports it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -16,11 +15,11 @@ from agenttrail.collector.cli import SIDECAR_EXTENSIONS, cli, emit_rows, store_o
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.sidecar import Sidecar
-from agenttrail.collector.store import Store
 from agenttrail.evaluators.cli_read import format_option, read_rows, server_option, time_range, usage_errors
 from agenttrail.evaluators.monitoring.drift import DriftQuery, DriftSettings, analyse_drift
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
+from agenttrail.evaluators.monitoring.route_store import lazy_store
 from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, parse_bucket, query_stats, split_list
 
 
@@ -30,7 +29,7 @@ def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.migrations.extend(MONITORING_MIGRATIONS)
     if config.enabled:
         sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
-    store = _lazy_store(sidecar)
+    store = lazy_store(sidecar)
     sidecar.add_read_route(
         "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))
     )
@@ -53,18 +52,6 @@ def with_overrides(settings: DriftSettings, min_samples: Any, alpha: Any) -> Dri
     except ValueError as exc:
         raise QueryError(f"min_samples must be a whole number and alpha a number: {exc}") from exc
     return settings
-
-
-def _lazy_store(sidecar: Sidecar) -> Callable[[], Store]:
-    """A store client of the routes' own, opened on first use (after the sidecar started)."""
-    opened: list[Store] = []
-
-    def get() -> Store:
-        if not opened:
-            opened.append(sidecar.new_store())
-        return opened[0]
-
-    return get
 
 
 SIDECAR_EXTENSIONS.append(install_monitoring)
