@@ -8,67 +8,24 @@ store, every subcommand asks the sidecar's read API (`/api/v1/alerts`, `/history
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from agenttrail.collector.cli import (
-    SidecarApi,
-    cli,
-    config_from,
-    emit_rows,
-    read_via,
-    store_options,
-)
+from agenttrail.collector.cli import cli, emit_rows, store_options
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import QueryError, parse_time
-from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.queries import parse_time
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.cli_read import format_option, read_rows, server_option, usage_errors
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
 from agenttrail.evaluators.monitoring.alerts.install import install_alerts
 from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
-from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
-
-_FORMAT = click.option(
-    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
-_SERVER = click.option(
-    "--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318)."
-)
-
-
-def _read(
-    store: str | None,
-    database: str | None,
-    config_file: str | None,
-    server: str | None,
-    path: str,
-    params: dict[str, str],
-    local: Callable[[Store], list[dict[str, Any]]],
-) -> list[dict[str, Any]]:
-    """Ask the sidecar holding the store, or read the store itself (creating the tables if new)."""
-    config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            return source.get_lines(path, params)
-        try:
-            migrate(source, (*MIGRATIONS, *EVALUATOR_MIGRATIONS, *ALERT_MIGRATIONS))
-            return local(source)
-        finally:
-            source.close()
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 def _filter(show_all: bool, since: str | None, rule: str | None, limit: int) -> AlertFilter:
-    try:
+    with usage_errors("--since"):
         return AlertFilter(show_all, parse_time(since) if since else None, rule, None, limit)
-    except QueryError as exc:
-        raise click.BadParameter(str(exc), param_hint="--since") from exc
 
 
 def _labels(labels: dict[str, str]) -> str:
@@ -85,8 +42,8 @@ def _number(value: float | None) -> str:
 @click.option("--since", help="Only alerts updated since: ISO 8601 or a duration back from now (2h, 7d).")
 @click.option("--rule", help="Only this rule.")
 @click.option("--limit", default=200, show_default=True, type=click.IntRange(min=1))
-@_FORMAT
-@_SERVER
+@format_option
+@server_option
 @click.pass_context
 def alerts(
     ctx: click.Context,
@@ -104,7 +61,7 @@ def alerts(
     if ctx.invoked_subcommand is not None:
         return
     where = _filter(show_all, since, rule, limit)
-    rows = _read(
+    rows = read_rows(
         store,
         database,
         config_file,
@@ -136,8 +93,8 @@ def alerts(
 @click.option("--since", help="Only events since: ISO 8601 or a duration back from now (2h, 7d).")
 @click.option("--rule", help="Only this rule.")
 @click.option("--limit", default=200, show_default=True, type=click.IntRange(min=1))
-@_FORMAT
-@_SERVER
+@format_option
+@server_option
 def alerts_history(
     store: str | None,
     database: str | None,
@@ -150,7 +107,7 @@ def alerts_history(
 ) -> None:
     """Transitions, notifications and every delivery attempt with its outcome, newest first."""
     where = _filter(True, since, rule, limit)
-    rows = _read(
+    rows = read_rows(
         store,
         database,
         config_file,
@@ -184,8 +141,8 @@ def alerts_history(
 @click.option("--since", default="24h", show_default=True, help="Replay from: ISO 8601 or a duration back.")
 @click.option("--until", help="Replay until (default now), same forms as --since.")
 @click.option("--step", default="1m", show_default=True, help="Evaluate the rule every STEP (30s, 1m, 5m).")
-@_FORMAT
-@_SERVER
+@format_option
+@server_option
 def alerts_test(
     rule: str,
     store: str | None,
@@ -201,10 +158,8 @@ def alerts_test(
     params = {"rule": rule, "since": since, "step": step}
     if until:
         params["until"] = until
-    try:
+    with usage_errors():
         window = ReplayWindow.from_params(params, time.time())
-    except QueryError as exc:
-        raise click.BadParameter(str(exc)) from exc
     try:
         alerts_config = AlertsConfig.from_file(config_file)
     except AgentTrailError as exc:
@@ -213,7 +168,7 @@ def alerts_test(
     def local(source: Store) -> list[dict[str, Any]]:
         return replay(source, alerts_config.rule(rule), window)
 
-    events = _read(store, database, config_file, server, "/api/v1/alerts/test", params, local)
+    events = read_rows(store, database, config_file, server, "/api/v1/alerts/test", params, local)
     emit_rows(
         events,
         output_format,

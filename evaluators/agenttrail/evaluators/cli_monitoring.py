@@ -6,35 +6,21 @@ sidecar extensions (evaluators/cli.py imports it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
-from agenttrail.collector.cli import (
-    SIDECAR_EXTENSIONS,
-    SidecarApi,
-    cli,
-    config_from,
-    emit_rows,
-    read_via,
-    store_options,
-)
+from agenttrail.collector.cli import SIDECAR_EXTENSIONS, cli, emit_rows, store_options
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import QueryError, parse_time
-from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.queries import QueryError
 from agenttrail.collector.sidecar import Sidecar
-from agenttrail.collector.store import Store
+from agenttrail.evaluators.cli_read import format_option, read_rows, server_option, time_range, usage_errors
 from agenttrail.evaluators.monitoring.drift import DriftQuery, DriftSettings, analyse_drift
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
-from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, query_stats, split_list
-from agenttrail.evaluators.monitoring.timespec import parse_duration_s
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
-
-READ_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS, *MONITORING_MIGRATIONS)
+from agenttrail.evaluators.monitoring.route_store import lazy_store
+from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, parse_bucket, query_stats, split_list
 
 
 def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
@@ -43,7 +29,7 @@ def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.migrations.extend(MONITORING_MIGRATIONS)
     if config.enabled:
         sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
-    store = _lazy_store(sidecar)
+    store = lazy_store(sidecar)
     sidecar.add_read_route(
         "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))
     )
@@ -68,58 +54,7 @@ def with_overrides(settings: DriftSettings, min_samples: Any, alpha: Any) -> Dri
     return settings
 
 
-def _lazy_store(sidecar: Sidecar) -> Callable[[], Store]:
-    """A store client of the routes' own, opened on first use (after the sidecar started)."""
-    opened: list[Store] = []
-
-    def get() -> Store:
-        if not opened:
-            opened.append(sidecar.new_store())
-        return opened[0]
-
-    return get
-
-
 SIDECAR_EXTENSIONS.append(install_monitoring)
-
-
-def _read(
-    store: str | None,
-    database: str | None,
-    config_file: str | None,
-    server: str | None,
-    route: str,
-    params: dict[str, str],
-    local: Callable[[Store], list[dict[str, Any]]],
-) -> list[dict[str, Any]]:
-    """Rows from the running sidecar's route, or computed on the store when nothing holds it."""
-    config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            return source.get_lines(route, params)
-        try:
-            migrate(source, READ_MIGRATIONS)
-            return local(source)
-        finally:
-            source.close()
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _usage(function: Callable[[], Any]) -> Any:
-    try:
-        return function()
-    except QueryError as exc:
-        raise click.BadParameter(str(exc)) from exc
-
-
-_format_option = click.option(
-    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
-_server_option = click.option(
-    "--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318)."
-)
 
 
 @cli.command()
@@ -133,8 +68,8 @@ _server_option = click.option(
 @click.option("--bucket", default="1h", show_default=True, help="Time bucket, 1m to 1d (5m, 1h, 1d).")
 @click.option("--by", default="", help=f"Also group by, comma-separated: {', '.join(GROUPS)}.")
 @click.option("--metric", multiple=True, help="Only these evaluation metrics (repeat or comma-separate).")
-@_format_option
-@_server_option
+@format_option
+@server_option
 def stats(
     store: str | None,
     database: str | None,
@@ -150,19 +85,18 @@ def stats(
     server: str | None,
 ) -> None:
     """Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores."""
-    now = datetime.now(UTC)
-    query = _usage(
-        lambda: StatsQuery(
-            since=parse_time(since, now=now),
-            until=parse_time(until, now=now) if until else now,
-            bucket_s=parse_duration_s(bucket, what="--bucket", high_s=86_400),
+    with usage_errors():
+        start, end = time_range(since, until)
+        query = StatsQuery(
+            since=start,
+            until=end,
+            bucket_s=parse_bucket(bucket, what="--bucket"),
             agent=agent,
             task=task,
             by=split_list(by),
             metrics=split_list(",".join(metric)),
         )
-    )
-    rows = _read(
+    rows = read_rows(
         store,
         database,
         config_file,
@@ -258,8 +192,8 @@ def _scores(metrics: dict[str, dict[str, Any]]) -> str:
     help="Significance level after Benjamini-Hochberg [config, else 0.01].",
 )
 @click.option("--all", "show_all", is_flag=True, help="Table: also list the tests that found no drift.")
-@_format_option
-@_server_option
+@format_option
+@server_option
 def drift(
     store: str | None,
     database: str | None,
@@ -295,14 +229,16 @@ def drift(
         }.items()
         if value
     }
-    query = _usage(lambda: DriftQuery.from_params(params))
+    with usage_errors():
+        query = DriftQuery.from_params(params)
     try:
         configured = DriftConfig.from_file(config_file).settings
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
-    settings = _usage(lambda: with_overrides(configured, min_samples, alpha))
+    with usage_errors():
+        settings = with_overrides(configured, min_samples, alpha)
     overrides = {k: str(v) for k, v in {"min_samples": min_samples, "alpha": alpha}.items() if v is not None}
-    rows = _read(
+    rows = read_rows(
         store,
         database,
         config_file,

@@ -7,32 +7,27 @@ module adds the command to the `agenttrail` group.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from agenttrail.collector.cli import SidecarApi, cli, config_from, read_via, store_options
-from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import QueryError, parse_time
-from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.cli import cli, store_options
+from agenttrail.evaluators.cli_read import read_rows, server_option, time_range, usage_errors
 from agenttrail.evaluators.monitoring.report import REPORT_ROUTE, write_report
-from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, parse_bucket, report_rows
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
+from agenttrail.evaluators.monitoring.stats import parse_bucket
 
 
 def _query(since: str, until: str | None, agent: str | None, bucket: str | None, worst: int) -> ReportQuery:
-    now = datetime.now(UTC)
-    try:
+    with usage_errors():
+        start, end = time_range(since, until)
         return ReportQuery(
-            since=parse_time(since, now=now),
-            until=parse_time(until, now=now) if until else now,
+            since=start,
+            until=end,
             agent=agent,
             bucket_s=parse_bucket(bucket) if bucket else None,
             worst=worst,
         )
-    except QueryError as exc:
-        raise click.BadParameter(str(exc)) from exc
 
 
 @cli.command("report")
@@ -64,7 +59,7 @@ def _query(since: str, until: str | None, agent: str | None, bucket: str | None,
     type=click.Path(path_type=Path),
     help="HTML file (default agenttrail-report.html) or PNG directory (default agenttrail-report/).",
 )
-@click.option("--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318).")
+@server_option
 def report_command(
     store: str | None,
     database: str | None,
@@ -80,20 +75,10 @@ def report_command(
 ) -> None:
     """Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with
     drift points and alert periods marked, and the worst runs with their trajectories."""
-    config = config_from({"store": store, "database": database}, config_file)
     query = _query(since, until, agent, bucket, worst)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            rows = source.get_lines(REPORT_ROUTE, query.to_params())
-        else:
-            try:
-                migrate(source, (*MIGRATIONS, *EVALUATOR_MIGRATIONS))
-                rows = report_rows(source, query)
-            finally:
-                source.close()
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+    rows = read_rows(
+        store, database, config_file, server, REPORT_ROUTE, query.to_params(), lambda s: report_rows(s, query)
+    )
     report = Report.from_rows(rows)
     target = out or Path("agenttrail-report" + (".html" if output_format == "html" else ""))
     if not report.agents:

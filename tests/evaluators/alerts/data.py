@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS
 
 RUN_COLUMNS = (
     "TraceId",
@@ -100,8 +101,6 @@ def insert_scores(store: Store, *, agent: str, metric: str, at: float, values: S
 
 
 def insert_drift(store: Store, *, agent: str, metric: str, at: float, drifted: bool = True) -> None:
-    columns = ("DetectedAt", "Agent", "Task", "Metric", "Test", "Drifted", "PValue", "EffectSize")
-    columns += ("BaselineN", "RecentN", "BaselineValue", "RecentValue", "WindowStart", "WindowEnd", "Detail")
     row = (f"{at:.3f}", agent, "", metric, "mann_whitney", int(drifted), 0.001, 0.8, 500, 120, 0.9, 0.6)
     row += (f"{at - 3600:.3f}", f"{at:.3f}", "recent window lower")
-    store.insert_rows("drift_events", columns, [row])
+    store.insert_rows("drift_events", DRIFT_EVENT_COLUMNS, [row])

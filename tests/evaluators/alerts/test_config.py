@@ -7,14 +7,11 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
-from hypothesis import strategies as st
 
 from agenttrail.collector.config import load_config
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.monitoring.alerts.conditions import FailureRateSpike, LatencyAbove
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
-from agenttrail.evaluators.monitoring.alerts.parsing import format_duration, parse_duration
 
 DEPLOY = Path(__file__).parents[3] / "deploy" / "agenttrail.yaml"
 RULE = {"name": "spike", "kind": "failure_rate_spike"}
@@ -148,28 +145,6 @@ def test_no_section_means_no_rules(tmp_path: Path) -> None:
 def test_config_errors_name_file_rule_and_key(tmp_path: Path, alerts: Any, expected: str) -> None:
     """Each mistake is refused with the file, the rule (or channel) and the key in the message."""
     assert expected in error_for(tmp_path, alerts)
-
-
-@given(st.integers(0, 10 * 86400))
-def test_durations_round_trip(seconds: int) -> None:
-    """The short form of any whole number of seconds parses back to it."""
-    assert parse_duration(format_duration(seconds)) == seconds
-
-
-def test_duration_forms() -> None:
-    """Units, compounds, bare numbers; junk is refused."""
-    assert [parse_duration(v) for v in ("500ms", "30s", "1h30m", "1d", "2w", 45, 1.5)] == [
-        0.5,
-        30,
-        5400,
-        86400,
-        1209600,
-        45,
-        1.5,
-    ]
-    for bad in ("", "5", "m5", "5 min", True, "-5s"):
-        with pytest.raises(ValueError, match="not a duration"):
-            parse_duration(bad)
 
 
 def test_deploy_example_is_valid() -> None:

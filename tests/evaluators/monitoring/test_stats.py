@@ -15,7 +15,7 @@ import pytest
 from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
-from agenttrail.evaluators.cli_monitoring import READ_MIGRATIONS
+from agenttrail.evaluators.cli_read import READ_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.worker import SCORE_COLUMNS
 

@@ -8,9 +8,13 @@ import random
 import time
 from typing import Any
 
+from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
+from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS, MONITORING_MIGRATIONS
 from agenttrail.evaluators.worker import SCORE_COLUMNS
 
 HOURS = 6
+# drift_events and alert_history, as the sidecar creates them
+MONITORING_TABLES = (*MONITORING_MIGRATIONS, *ALERT_MIGRATIONS)
 RUN_COLUMNS = (
     "TraceId",
     "RootSpanId",
@@ -31,21 +35,6 @@ RUN_COLUMNS = (
     "Version",
     "IsDeleted",
 )
-DRIFT_EVENTS = """
-CREATE TABLE IF NOT EXISTS drift_events (
-    DetectedAt DateTime64(3), Agent LowCardinality(String), Task String, Metric LowCardinality(String),
-    Test LowCardinality(String), Drifted UInt8, PValue Nullable(Float64), EffectSize Nullable(Float64),
-    BaselineN UInt32, RecentN UInt32, BaselineValue Nullable(Float64), RecentValue Nullable(Float64),
-    WindowStart DateTime64(3), WindowEnd DateTime64(3), Detail String
-) ENGINE = MergeTree ORDER BY (Agent, Metric, DetectedAt)
-"""
-ALERT_HISTORY = """
-CREATE TABLE IF NOT EXISTS alert_history (
-    At DateTime64(3), Fingerprint String, Rule LowCardinality(String),
-    GroupLabels Map(LowCardinality(String), String), Event LowCardinality(String),
-    FromState LowCardinality(String), ToState LowCardinality(String), Detail String
-) ENGINE = MergeTree ORDER BY (Rule, Fingerprint, At)
-"""
 
 
 def _ts(seconds: float) -> str:
@@ -141,29 +130,13 @@ def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[st
 
 
 def seed_drift_and_alerts(store: Any, seeded: dict[str, Any]) -> None:
-    """A drift event on bot's recall, and a failure-rate alert that fired after the midpoint and resolved."""
-    store.command(DRIFT_EVENTS)
-    store.command(ALERT_HISTORY)
+    """A drift event on bot's recall, and a failure-rate alert that fired after the midpoint and resolved.
+
+    The tables come from the monitoring migrations (`MONITORING_TABLES`)."""
     detected = seeded["midpoint"] + 1800
     store.insert_rows(
         "drift_events",
-        (
-            "DetectedAt",
-            "Agent",
-            "Task",
-            "Metric",
-            "Test",
-            "Drifted",
-            "PValue",
-            "EffectSize",
-            "BaselineN",
-            "RecentN",
-            "BaselineValue",
-            "RecentValue",
-            "WindowStart",
-            "WindowEnd",
-            "Detail",
-        ),
+        DRIFT_EVENT_COLUMNS,
         [
             (
                 _ts(detected),

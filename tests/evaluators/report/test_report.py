@@ -16,17 +16,18 @@ from click.testing import CliRunner, Result
 
 from agenttrail.collector.cli import cli
 from agenttrail.collector.schema import migrate
-from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, parse_bucket, report_rows
+from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
+from agenttrail.evaluators.monitoring.stats import parse_bucket
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
 
-from .seed import HOURS, seed_drift_and_alerts, seed_runs
+from .seed import HOURS, MONITORING_TABLES, seed_drift_and_alerts, seed_runs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture
 def seeded(store: Any) -> dict[str, Any]:
-    migrate(store, EVALUATOR_MIGRATIONS)
+    migrate(store, (*EVALUATOR_MIGRATIONS, *MONITORING_TABLES))
     data = seed_runs(store)
     seed_drift_and_alerts(store, data)
     return data
@@ -84,7 +85,6 @@ def test_rows_reflect_the_seeded_runs_scores_drift_and_alerts(store: Any, seeded
     assert alert.end is not None
     assert alert.end.timestamp() == pytest.approx(seeded["resolved"], abs=0.01)
     assert not report.agents["helper"].alerts
-    assert report.notes == []
 
     worst = report.agents["bot"].worst
     assert len(worst["failed"]) == 5
@@ -155,17 +155,18 @@ def test_report_reads_through_a_running_sidecar(start_sidecar: Any, tmp_path: Pa
     assert "alert periods are not shaded" not in out.read_text()
 
 
-def test_tables_without_the_expected_columns_are_skipped_with_a_note(store: Any) -> None:
-    """An alert_history table of another shape is not read; the note names the missing columns."""
+def test_report_on_a_store_serve_never_opened_creates_the_monitoring_tables(
+    store: Any, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """`agenttrail report` on a store without the drift and alert tables creates them and reports."""
     migrate(store, EVALUATOR_MIGRATIONS)
-    store.command("CREATE TABLE alert_history (At DateTime64(3), Rule String) ENGINE = MergeTree ORDER BY At")
-    now = datetime.now(UTC)
-    rows = report_rows(store, ReportQuery(since=now - timedelta(hours=1), until=now))
-    notes = [row["text"] for row in rows if row["kind"] == "note"]
-    assert any(
-        "alert_history lacks column(s) Fingerprint, GroupLabels, FromState, ToState" in n for n in notes
-    )
-    assert Report.from_rows(rows).agents == {}
+    seed_runs(store)
+    out = tmp_path / "r.html"
+    result = run_report("--store", str(chdb_dir), "--database", database, "--since", "7h", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert {"drift_events", "alert_history"} <= {row[0] for row in store.query("SHOW TABLES")}
+    assert len(embedded_pngs(out.read_text())) == 2
+    assert "No drift detected in this range." in out.read_text()
 
 
 def test_bad_options_are_usage_errors(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-"""The `drift_events` table: each drift check's results, which alert rules read.
+"""The `drift_events` table: each drift check's results, which alert rules and the report read.
 
-The column set is a contract with the alerts module: change it only together.
+This module owns the table: its DDL and column tuple are the ones the alerts migration, the
+report and the tests use. The column set is a contract with the alerts module: change it only
+together.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ TTL toDateTime(DetectedAt) + INTERVAL 90 DAY
 
 MONITORING_MIGRATIONS: tuple[Migration, ...] = (Migration(120, "drift events", (DRIFT_EVENTS,)),)
 
-COLUMNS = (
+DRIFT_EVENT_COLUMNS = (
     "DetectedAt",
     "Agent",
     "Task",
@@ -93,5 +95,5 @@ def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at
         )
         for r in results
     ]
-    store.insert_rows("drift_events", COLUMNS, rows)
+    store.insert_rows("drift_events", DRIFT_EVENT_COLUMNS, rows)
     return len(rows)

@@ -21,7 +21,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from opentelemetry.sdk._logs.export import LogRecordExporter
 from opentelemetry.sdk.metrics.export import MetricExporter
@@ -242,34 +242,46 @@ class MetricsFeed(BackgroundLoop):
                 self.metrics.record_score(score)
 
 
+class _OtlpArguments(TypedDict):
+    endpoint: str
+    headers: dict[str, str] | None
+    timeout: int
+
+
+def _otlp_arguments(config: MetricsExportConfig, signal: str) -> _OtlpArguments:
+    """Endpoint, headers and timeout of one signal's OTLP exporter: gRPC takes the endpoint as
+    given, OTLP/HTTP the signal's URL under it."""
+    assert config.otlp_endpoint is not None
+    grpc = config.otlp_protocol == "grpc"
+    return {
+        "endpoint": config.otlp_endpoint if grpc else signal_url(config.otlp_endpoint, signal),
+        "headers": dict(config.otlp_headers) or None,
+        "timeout": EXPORT_TIMEOUT_S,
+    }
+
+
 def otlp_metric_exporter(config: MetricsExportConfig) -> MetricExporter:
     """The OTLP metric exporter for the configured endpoint and protocol."""
-    assert config.otlp_endpoint is not None
-    headers = dict(config.otlp_headers) or None
+    arguments = _otlp_arguments(config, "metrics")
     if config.otlp_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        return OTLPMetricExporter(endpoint=config.otlp_endpoint, headers=headers, timeout=EXPORT_TIMEOUT_S)
+        return OTLPMetricExporter(**arguments)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetrics
 
-    return HttpMetrics(
-        endpoint=signal_url(config.otlp_endpoint, "metrics"), headers=headers, timeout=EXPORT_TIMEOUT_S
-    )
+    return HttpMetrics(**arguments)
 
 
 def otlp_log_exporter(config: MetricsExportConfig) -> LogRecordExporter:
     """The OTLP log exporter (for evaluation events) for the configured endpoint and protocol."""
-    assert config.otlp_endpoint is not None
-    headers = dict(config.otlp_headers) or None
+    arguments = _otlp_arguments(config, "logs")
     if config.otlp_protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 
-        return OTLPLogExporter(endpoint=config.otlp_endpoint, headers=headers, timeout=EXPORT_TIMEOUT_S)
+        return OTLPLogExporter(**arguments)
     from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogs
 
-    return HttpLogs(
-        endpoint=signal_url(config.otlp_endpoint, "logs"), headers=headers, timeout=EXPORT_TIMEOUT_S
-    )
+    return HttpLogs(**arguments)
 
 
 def signal_url(endpoint: str, signal: str) -> str:

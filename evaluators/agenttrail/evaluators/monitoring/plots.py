@@ -2,7 +2,8 @@
 
 Drawn on matplotlib `Figure` objects with the Agg canvas (no pyplot, no global state, no display),
 so the sidecar's threads can render too. Alert periods are shaded on every panel; drift points are
-marked on the panel of their metric (failure -> runs, latency -> latency, others -> scores).
+marked on the panel of their metric (failure_rate -> runs, latency -> latency, the other run
+metrics and the evaluation scores -> scores), one label per detection time.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from agenttrail.evaluators.monitoring.drift import FAILURE_RATE, LATENCY
 from agenttrail.evaluators.monitoring.report_data import AgentReport
 
 ALERT_COLOUR = "#d62728"
 DRIFT_COLOUR = "#9467bd"
 DPI = 100
+DRIFT_PANELS = {FAILURE_RATE: "runs", LATENCY: "latency"}  # every other metric: "scores"
+MAX_LABEL_LEVELS = 8  # how far down a drift label may step to clear the others
 
 
 def bucket_words(seconds: int) -> str:
@@ -42,6 +46,13 @@ def _x(times: Sequence[datetime]) -> list[float]:
 
 def agent_figure(report: AgentReport, bucket_s: int, until: datetime) -> bytes:
     """The agent's three panels as PNG bytes."""
+    buffer = io.BytesIO()
+    draw_agent(report, bucket_s, until).savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def draw_agent(report: AgentReport, bucket_s: int, until: datetime) -> Figure:
+    """The agent's three panels: runs and failure rate, latency percentiles, evaluation scores."""
     figure = Figure(figsize=(11, 10.5), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     runs_ax, latency_ax, scores_ax = figure.subplots(3, 1, sharex=True)
@@ -87,7 +98,8 @@ def agent_figure(report: AgentReport, bucket_s: int, until: datetime) -> bytes:
         )
 
     _shade_alerts((runs_ax, latency_ax, scores_ax), report, until)
-    _mark_drift({"failure": runs_ax, "latency": latency_ax}, scores_ax, report)
+    panels = {"runs": runs_ax, "latency": latency_ax, "scores": scores_ax}
+    _mark_drift(panels, rate_ax, report)
 
     handles, labels = runs_ax.get_legend_handles_labels()
     rate_handles, rate_labels = rate_ax.get_legend_handles_labels()
@@ -101,9 +113,8 @@ def agent_figure(report: AgentReport, bucket_s: int, until: datetime) -> bytes:
     scores_ax.xaxis.set_major_locator(locator)
     scores_ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=UTC))  # type: ignore[no-untyped-call]
     scores_ax.set_xlabel("time (UTC)")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    _label_drift(figure, panels, report)
+    return figure
 
 
 def _shade_alerts(axes: tuple[Axes, ...], report: AgentReport, until: datetime) -> None:
@@ -117,22 +128,68 @@ def _shade_alerts(axes: tuple[Axes, ...], report: AgentReport, until: datetime) 
             ax.axvspan(start, end, color=ALERT_COLOUR, alpha=0.12, label=label)
 
 
-def _mark_drift(panels: dict[str, Axes], scores_ax: Axes, report: AgentReport) -> None:
-    labelled: set[int] = set()
+def drift_instants(report: AgentReport) -> dict[str, dict[datetime, list[str]]]:
+    """Panel ("runs", "latency", "scores") -> detection time -> the metrics that drifted then.
+
+    A drift check stamps all its results with one time, so metrics that drifted together
+    share one line and one label."""
+    panels: dict[str, dict[datetime, list[str]]] = {}
     for event in report.drift:
-        [when] = _x([_parse(event["detected_at"])])
-        ax = panels.get(event["metric"], scores_ax)
-        label = None if id(ax) in labelled else "drift detected"
-        labelled.add(id(ax))
-        ax.axvline(when, color=DRIFT_COLOUR, linestyle="--", linewidth=1.2, label=label)
-        if ax is scores_ax and event["recent_value"] is not None:
-            ax.plot([when], [event["recent_value"]], "v", color=DRIFT_COLOUR, markersize=10)
-        ax.annotate(
-            f"drift: {event['metric']}",
-            (when, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(3, -12),
-            textcoords="offset points",
-            color=DRIFT_COLOUR,
-            fontsize=8,
-        )
+        metric = event["metric"]
+        instants = panels.setdefault(DRIFT_PANELS.get(metric, "scores"), {})
+        names = instants.setdefault(_parse(event["detected_at"]), [])
+        if metric not in names:
+            names.append(metric)
+    return panels
+
+
+def _mark_drift(axes: dict[str, Axes], rate_ax: Axes, report: AgentReport) -> None:
+    """A dashed line per drift instant on its metric's panel; a marker at the recent value where
+    the panel plots that value (the failure rate, an evaluation score)."""
+    for panel, instants in drift_instants(report).items():
+        for i, when in enumerate(sorted(instants)):
+            label = None if i else "drift detected"
+            axes[panel].axvline(*_x([when]), color=DRIFT_COLOUR, linestyle="--", linewidth=1.2, label=label)
+    for event in report.drift:
+        recent, metric = event["recent_value"], event["metric"]
+        if recent is None:
+            continue
+        [x] = _x([_parse(event["detected_at"])])
+        if metric == FAILURE_RATE:
+            rate_ax.plot([x], [100 * recent], "v", color=DRIFT_COLOUR, markersize=10)
+        elif metric in report.scores:
+            axes["scores"].plot([x], [recent], "v", color=DRIFT_COLOUR, markersize=10)
+
+
+def _label_drift(figure: Figure, axes: dict[str, Axes], report: AgentReport) -> None:
+    """One label per drift line naming every metric that drifted then, placed once the layout is
+    final: beside the line (left of it near the right edge), a line lower where it would overlap
+    another label or the legend."""
+    figure.draw_without_rendering()  # constrained layout: the final place of each panel
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    for panel, instants in drift_instants(report).items():
+        ax = axes[panel]
+        legend = ax.get_legend()
+        taken = [legend.get_window_extent(renderer)] if legend is not None else []
+        for when, metrics in sorted(instants.items()):
+            text = ax.annotate(
+                f"drift: {', '.join(metrics)}",
+                (_x([when])[0], 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -12),
+                textcoords="offset points",
+                color=DRIFT_COLOUR,
+                fontsize=8,
+                bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
+            )
+            for level in range(MAX_LABEL_LEVELS):
+                text.set_position((3, -12 - 11 * level))
+                text.set_horizontalalignment("left")
+                box = text.get_window_extent(renderer)
+                if box.x1 > ax.get_window_extent(renderer).x1:
+                    text.set_position((-3, -12 - 11 * level))
+                    text.set_horizontalalignment("right")
+                    box = text.get_window_extent(renderer)
+                if not any(box.overlaps(other) for other in taken):
+                    break
+            taken.append(box)

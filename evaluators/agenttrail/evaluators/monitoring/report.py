@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.plots import agent_figure, bucket_words
 from agenttrail.evaluators.monitoring.report_data import AgentReport, Report, ReportQuery, report_rows
+from agenttrail.evaluators.monitoring.route_store import lazy_store
 
 if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
@@ -44,12 +44,10 @@ code { font-size: 0.85em; }
 
 def install_report_route(sidecar: Sidecar) -> None:
     """`GET /api/v1/report`: the report's rows, for `agenttrail report` while serve holds the store."""
-    stores: list[Store] = []
+    store = lazy_store(sidecar)
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:
-        if not stores:
-            stores.append(sidecar.new_store())
-        return report_rows(stores[0], ReportQuery.from_params(params))
+        return report_rows(store(), ReportQuery.from_params(params))
 
     sidecar.add_read_route(REPORT_ROUTE, route)
 
@@ -117,8 +115,6 @@ def render_html(report: Report, images: dict[str, bytes]) -> str:
     else:
         parts.append("<h2 id='overview'>Overview</h2>")
         parts.append(_overview(report))
-    if report.notes:
-        parts.append("<ul>" + "".join(f"<li class='note'>{_e(n)}</li>" for n in report.notes) + "</ul>")
     for name, agent in report.agents.items():
         parts.append(_agent_section(agent, images[name]))
     parts.append("</body></html>")

@@ -3,16 +3,15 @@
 The time buckets are `agenttrail stats`'s (`query_stats`: the same numbers in both places);
 the per-agent summary and the worst runs are queries of their own over the same `sources`.
 
-`report_rows` returns JSON-ready rows tagged by `kind` (runs, summary, score, drift, alert, worst,
-note); the sidecar serves the same rows at `GET /api/v1/report`, so the CLI reads through a
+`report_rows` returns JSON-ready rows tagged by `kind` (runs, summary, score, drift, alert,
+worst); the sidecar serves the same rows at `GET /api/v1/report`, so the CLI reads through a
 running `serve` exactly as it reads the store. `Report.from_rows` groups them per agent.
 
-Tables of other monitoring parts are read defensively, only if they exist with the columns
-named here (a note in the report says what was skipped and why):
-- `drift_events`: DetectedAt, Agent, Task, Metric, Test, Drifted, PValue, EffectSize, BaselineN,
-  RecentN, BaselineValue, RecentValue, Detail (rows with Drifted != 0 are drift points).
-- `alert_history`: At, Fingerprint, Rule, GroupLabels (map; `agent` key), FromState, ToState.
-  A period runs from a transition to `firing` until the next transition out of it.
+It also reads the tables of the other monitoring parts, which every reader of a store creates
+(the sidecar's migrations, `cli_read.READ_MIGRATIONS`), so they are always there:
+- `drift_events` (monitoring/drift_events.py): rows with Drifted != 0 are drift points.
+- `alert_history` (alerts/schema.py): a period runs from a transition to `firing` until the
+  next transition out of it; the `agent` key of GroupLabels names the agent.
 """
 
 from __future__ import annotations
@@ -27,35 +26,13 @@ from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
-from agenttrail.evaluators.monitoring.timespec import parse_duration_s
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
 BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 MAX_AUTO_BUCKETS = 60
 
-DRIFT_COLUMNS = (
-    "DetectedAt",
-    "Agent",
-    "Task",
-    "Metric",
-    "Test",
-    "Drifted",
-    "PValue",
-    "EffectSize",
-    "BaselineN",
-    "RecentN",
-    "BaselineValue",
-    "RecentValue",
-    "Detail",
-)
-ALERT_COLUMNS = ("At", "Fingerprint", "Rule", "GroupLabels", "FromState", "ToState")
 # How far before the range alert transitions are read, to find periods already firing at its start.
 ALERT_LOOKBACK = timedelta(days=7)
-
-
-def parse_bucket(text: str) -> int:
-    """`10s`, `5m`, `1h`, `1d` -> seconds (1 second to 1 day), as `agenttrail stats --bucket` reads it."""
-    return parse_duration_s(text, what="bucket", high_s=86_400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,30 +221,7 @@ def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     return rows
 
 
-def _missing_columns(store: Store, table: str, expected: Sequence[str]) -> list[str] | None:
-    """None if the table does not exist, else the expected columns it lacks."""
-    if not store.query("EXISTS TABLE {table:Identifier}", {"table": table})[0][0]:
-        return None
-    present = {
-        row[0]
-        for row in store.query(
-            "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = {t:String}",
-            {"t": table},
-        )
-    }
-    return [column for column in expected if column not in present]
-
-
-def _note(text: str) -> dict[str, Any]:
-    return {"kind": "note", "text": text}
-
-
 def _drift_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
-    missing = _missing_columns(store, "drift_events", DRIFT_COLUMNS)
-    if missing is None:
-        return [_note("no drift_events table in this store: drift points are not marked")]
-    if missing:
-        return [_note(f"drift_events lacks column(s) {', '.join(missing)}: drift points are not marked")]
     clauses, params = query.runs_filter().where_clauses("DetectedAt")
     rows = []
     for (
@@ -305,11 +259,6 @@ def _drift_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
 
 
 def _alert_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
-    missing = _missing_columns(store, "alert_history", ALERT_COLUMNS)
-    if missing is None:
-        return [_note("no alert_history table in this store: alert periods are not shaded")]
-    if missing:
-        return [_note(f"alert_history lacks column(s) {', '.join(missing)}: alert periods are not shaded")]
     params = {
         "since": f"{(query.since - ALERT_LOOKBACK).timestamp():.6f}",
         "until": f"{query.until.timestamp():.6f}",
@@ -386,13 +335,11 @@ class Report:
     until: datetime
     bucket_s: int
     agents: dict[str, AgentReport]
-    notes: list[str]
 
     @classmethod
     def from_rows(cls, rows: Sequence[dict[str, Any]]) -> Report:
         header = next(row for row in rows if row["kind"] == "range")
         agents: dict[str, AgentReport] = {}
-        notes: list[str] = []
         shared_alerts: list[AlertPeriod] = []
 
         def agent(name: str) -> AgentReport:
@@ -429,9 +376,7 @@ class Report:
                     _parse(row["end"]) if row["end"] else None,
                 )
                 (agent(period.agent).alerts if period.agent else shared_alerts).append(period)
-            elif kind == "note":
-                notes.append(row["text"])
         ranked = {name: report for name, report in sorted(agents.items()) if report.summary}
         for report in ranked.values():
             report.alerts.extend(shared_alerts)
-        return cls(_parse(header["since"]), _parse(header["until"]), int(header["bucket_s"]), ranked, notes)
+        return cls(_parse(header["since"]), _parse(header["until"]), int(header["bucket_s"]), ranked)

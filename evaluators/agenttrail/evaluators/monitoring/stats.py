@@ -32,6 +32,11 @@ MAX_BUCKETS = 20_000
 PERCENTILES = (0.5, 0.95, 0.99)
 
 
+def parse_bucket(text: str, what: str = "bucket") -> int:
+    """`10s`, `5m`, `1h`, `1d` -> seconds (1 second to 1 day): the bucket of `stats` and `report`."""
+    return parse_duration_s(text, what=what, high_s=86_400)
+
+
 @dataclass(frozen=True, slots=True)
 class StatsQuery:
     since: datetime
@@ -90,7 +95,7 @@ class StatsQuery:
         return cls(
             since=parse_time(params.get("since") or "24h", now=now),
             until=parse_time(params["until"], now=now) if params.get("until") else now,
-            bucket_s=parse_duration_s(params.get("bucket") or "1h", what="bucket", high_s=86_400),
+            bucket_s=parse_bucket(params.get("bucket") or "1h"),
             agent=params.get("agent") or None,
             task=params.get("task") or None,
             by=split_list(params.get("by")),

@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.parsing import (
-    format_duration,
     parse_count,
     parse_number,
     parse_percentile,
@@ -28,6 +27,7 @@ from agenttrail.evaluators.monitoring.alerts.parsing import (
     parse_text,
     parse_window,
 )
+from agenttrail.evaluators.monitoring.timespec import format_duration
 
 GROUP_COLUMNS = {"agent": "Agent", "task": "Task"}
 
@@ -155,6 +155,28 @@ def _window(at: float, seconds: float) -> dict[str, str]:
 _IN_WINDOW = "{column} > {{from:DateTime64(6)}} AND {column} <= {{to:DateTime64(6)}}"
 
 
+def _sampled(
+    labels: dict[str, str],
+    value: float,
+    threshold: float,
+    breached: bool,
+    samples: int,
+    minimum: tuple[str, int],
+    detail: str,
+) -> Observation:
+    """An observation that is active only when the breach rests on at least the minimum sample
+    size (`minimum` is the parameter's name and value); its detail says when it does not."""
+    name, least = minimum
+    enough = samples >= least
+    return Observation(
+        labels,
+        value,
+        threshold,
+        enough and breached,
+        detail if enough else f"{detail}; fewer than {name}={least}",
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class FailureRateSpike(Condition):
     """Failure rate over `window` above `factor` x the rate of the `baseline` before it, and
@@ -202,18 +224,19 @@ class FailureRateSpike(Condition):
             baseline = baseline_failed / baseline_runs if known else 0.0
             threshold = max(self.factor * baseline, self.floor)
             observations.append(
-                Observation(
+                _sampled(
                     labels,
                     rate,
                     threshold,
-                    runs >= self.min_runs and rate > threshold,
+                    rate > threshold,
+                    runs,
+                    ("min_runs", self.min_runs),
                     f"{failed}/{runs} runs failed in the last {format_duration(self.window_s)}; baseline "
                     + (
                         f"{baseline_failed}/{baseline_runs} ({baseline:.1%})"
                         if known
                         else f"unknown ({baseline_runs} runs < {self.min_baseline_runs})"
-                    )
-                    + (f"; fewer than min_runs={self.min_runs}" if runs < self.min_runs else ""),
+                    ),
                 )
             )
         return observations
@@ -253,14 +276,15 @@ class MetricBelow(Condition):
             {**_window(at, self.window_s), "metric": self.metric},
         )
         return [
-            Observation(
+            _sampled(
                 labels,
                 mean,
                 self.threshold,
-                count >= self.min_count and mean < self.threshold,
+                mean < self.threshold,
+                count,
+                ("min_count", self.min_count),
                 f"mean {self.metric} {mean:.3f} over {count} scored runs in the last "
-                f"{format_duration(self.window_s)}"
-                + (f"; fewer than min_count={self.min_count}" if count < self.min_count else ""),
+                f"{format_duration(self.window_s)}",
             )
             for labels, (count, mean) in rows
             if count
@@ -299,13 +323,14 @@ class LatencyAbove(Condition):
         )
         name = f"p{self.quantile * 100:g}"
         return [
-            Observation(
+            _sampled(
                 labels,
                 latency,
                 self.threshold_s,
-                runs >= self.min_runs and latency > self.threshold_s,
-                f"{name} {latency:.3f}s over {runs} runs in the last {format_duration(self.window_s)}"
-                + (f"; fewer than min_runs={self.min_runs}" if runs < self.min_runs else ""),
+                latency > self.threshold_s,
+                runs,
+                ("min_runs", self.min_runs),
+                f"{name} {latency:.3f}s over {runs} runs in the last {format_duration(self.window_s)}",
             )
             for labels, (runs, latency) in rows
             if runs
@@ -347,14 +372,15 @@ class ToolErrorRate(Condition):
             ("tool", "ToolName"),
         )
         return [
-            Observation(
+            _sampled(
                 labels,
                 errors / calls,
                 self.threshold,
-                calls >= self.min_calls and errors / calls > self.threshold,
+                errors / calls > self.threshold,
+                calls,
+                ("min_calls", self.min_calls),
                 f"{errors}/{calls} calls of {labels['tool']} failed in the last "
-                f"{format_duration(self.window_s)}"
-                + (f"; fewer than min_calls={self.min_calls}" if calls < self.min_calls else ""),
+                f"{format_duration(self.window_s)}",
             )
             for labels, (calls, errors) in rows
             if calls

@@ -40,13 +40,8 @@ from agenttrail.evaluators.monitoring.alerts.conditions import (
     ParamError,
     Scope,
 )
-from agenttrail.evaluators.monitoring.alerts.parsing import (
-    format_duration,
-    parse_bool,
-    parse_count,
-    parse_duration,
-    parse_text,
-)
+from agenttrail.evaluators.monitoring.alerts.parsing import parse_bool, parse_count, parse_text
+from agenttrail.evaluators.monitoring.timespec import format_duration, parse_duration
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 CHANNEL_TYPES = ("webhook", "slack", "alertmanager", "log")

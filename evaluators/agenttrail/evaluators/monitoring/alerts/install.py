@@ -6,24 +6,19 @@ import time
 from typing import Any
 
 from agenttrail.collector.sidecar import Sidecar
-from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
 from agenttrail.evaluators.monitoring.alerts.replay import replay_route
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
+from agenttrail.evaluators.monitoring.route_store import lazy_store
 
 
 def install_alerts(sidecar: Sidecar, config_file: str | None) -> AlertEvaluator | None:
     """Add the alert tables and `/api/v1/alerts[/history|/test]`; start the evaluator if rules exist."""
     config = AlertsConfig.from_file(config_file)
     sidecar.migrations.extend(ALERT_MIGRATIONS)
-    opened: list[Store] = []
-
-    def store() -> Store:
-        if not opened:
-            opened.append(sidecar.new_store())
-        return opened[0]
+    store = lazy_store(sidecar)
 
     def alerts_route(params: dict[str, str]) -> list[dict[str, Any]]:
         return query_alerts(store(), AlertFilter.from_params(params))

@@ -1,7 +1,8 @@
-"""Value parsers shared by the alert config and the rule kinds: durations, rates, counts.
+"""Value parsers shared by the alert config and the rule kinds: windows, rates, counts.
 
 Each parser takes the raw YAML value and returns the typed value or raises ValueError with a
-phrase that completes "<key>: ..." (the config loader adds the file, rule and key).
+phrase that completes "<key>: ..." (the config loader adds the file, rule and key). Durations
+are `monitoring.timespec`'s, the grammar of every duration in agenttrail.
 """
 
 from __future__ import annotations
@@ -9,38 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
-def parse_duration(value: Any) -> float:
-    """`30s`, `5m`, `1h30m`, `1d`, `500ms`, or a number of seconds -> seconds."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a duration: write 30s, 5m, 1h30m, 1d or a number of seconds")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = str(value).strip().replace(" ", "")
-        if not _DURATION.fullmatch(text):
-            raise ValueError(f"{value!r} is not a duration: write 30s, 5m, 1h30m, 1d or a number of seconds")
-        seconds = sum(float(amount) * _UNITS[unit] for amount, unit in _PART.findall(text))
-    if seconds < 0:
-        raise ValueError(f"{value!r} is negative: a duration must be 0 or more")
-    return seconds
-
-
-def format_duration(seconds: float) -> str:
-    """The short form people write: 90 -> `1m30s`, 86400 -> `1d`, 0.5 -> `500ms`."""
-    if seconds < 1 and seconds != 0:
-        return f"{seconds * 1000:g}ms"
-    parts: list[str] = []
-    rest = round(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        amount, rest = divmod(rest, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts) or "0s"
+from agenttrail.evaluators.monitoring.timespec import parse_duration
 
 
 def parse_window(value: Any) -> float:

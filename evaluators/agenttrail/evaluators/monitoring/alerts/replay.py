@@ -17,7 +17,7 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.config import AlertRule, AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.history import iso
 from agenttrail.evaluators.monitoring.alerts.machine import AlertBook
-from agenttrail.evaluators.monitoring.alerts.parsing import parse_duration
+from agenttrail.evaluators.monitoring.timespec import parse_duration
 
 MAX_STEPS = 10_000
 

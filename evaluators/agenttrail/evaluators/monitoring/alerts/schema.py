@@ -2,13 +2,15 @@
 
 `alert_state` holds the latest state of each alert (one row per fingerprint after merges,
 read with FINAL); `alert_history` is append-only: every transition, every notification and
-every delivery attempt with its outcome. `drift_events` is written by the drift monitor; it is
-created here too, with the identical statement, so drift rules work whichever is installed.
+every delivery attempt with its outcome. `drift_events` belongs to the drift monitor
+(monitoring/drift_events.py, migration 120); migration 130 runs the same statement (IF NOT
+EXISTS) so that drift rules find the table in a store the alerts' migrations alone set up.
 """
 
 from __future__ import annotations
 
 from agenttrail.collector.schema import Migration
+from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENTS
 
 ALERT_STATE = """
 CREATE TABLE IF NOT EXISTS alert_state (
@@ -50,26 +52,6 @@ CREATE TABLE IF NOT EXISTS alert_history (
 ) ENGINE = MergeTree
 ORDER BY (Rule, Fingerprint, At)
 TTL toDateTime(At) + INTERVAL 180 DAY
-"""
-
-DRIFT_EVENTS = """
-CREATE TABLE IF NOT EXISTS drift_events (
-    DetectedAt DateTime64(3),
-    Agent LowCardinality(String),
-    Task String,
-    Metric LowCardinality(String),
-    Test LowCardinality(String),
-    Drifted UInt8,
-    PValue Nullable(Float64),
-    EffectSize Nullable(Float64),
-    BaselineN UInt32,
-    RecentN UInt32,
-    BaselineValue Nullable(Float64),
-    RecentValue Nullable(Float64),
-    WindowStart DateTime64(3),
-    WindowEnd DateTime64(3),
-    Detail String
-) ENGINE = MergeTree ORDER BY (Agent, Metric, DetectedAt)
 """
 
 ALERT_MIGRATIONS: tuple[Migration, ...] = (
