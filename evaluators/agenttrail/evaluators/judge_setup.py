@@ -53,6 +53,14 @@ def audit_subjects(
     return subjects
 
 
+# Judging waits while this many spans are queued for storage (an ingest burst is being absorbed).
+INGEST_BACKLOG_SPANS = 5_000
+
+
+def ingest_backlog(sidecar: Sidecar) -> int:
+    return sidecar.pipeline.queued_rows if sidecar.pipeline is not None else 0
+
+
 def install_judges(
     sidecar: Sidecar,
     config_file: str | None,
@@ -69,6 +77,7 @@ def install_judges(
             judges,
             lookback_s=evaluator.lookback_s,
             poll_interval_s=evaluator.poll_interval_s,
+            ingest_busy=lambda: ingest_backlog(sidecar) >= INGEST_BACKLOG_SPANS,
         )
         sidecar.add_worker(worker)
         sidecar.on_assembled.append(worker.wake)

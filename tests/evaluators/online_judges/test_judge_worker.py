@@ -201,3 +201,18 @@ def test_worker_runs_a_full_cycle_in_its_thread(
         worker.stop()
     assert set(decisions_of(judges_store, "helpful")) == set(traces)
     assert not worker.alive()
+
+
+def test_judging_waits_while_ingestion_has_a_backlog(
+    judges_store: Any, add_runs: Any, make_judge: Any, llm: Any
+) -> None:
+    """While the ingest queue is backed up the worker judges nothing; once it drains, it judges."""
+    traces = add_runs(2)
+    busy = [True]
+    worker = JudgeWorker(judges_store.clone, [make_judge("helpful")], ingest_busy=lambda: busy[0])
+    assert worker.run_once() == 0
+    assert llm.chat_requests() == []
+    assert worker.counters.yielded_cycles == 1
+    busy[0] = False
+    assert worker.run_once() == 2
+    assert len(llm.chat_requests()) == len(traces)
