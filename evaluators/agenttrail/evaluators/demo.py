@@ -203,13 +203,17 @@ def run_demo(
         out("  waiting for the collector to store and assemble every run ...")
         if not sidecar.wait_until_assembled(timeout_s=120):
             out("  (assembly is still running; the summary may be partial)")
+        stored_at = time.time()
         result = query_trajectories(sidecar.store, TrajectoryFilter(limit=runs * 2))
         summarise(result, out)
         out("\n  waiting for the evaluator to score every run ...")
         wait_scored(sidecar, len(result))
         scores = query_scores(sidecar.store, ScoreFilter.from_params({"limit": str(runs * 20)}))
+        # Only the runs as they stand: a run re-assembled under another root leaves its old scores.
+        current = {(run["trace_id"], run["root_span_id"]) for run in result}
+        scores = [score for score in scores if (score["trace_id"], score["root_span_id"]) in current]
         summarise_scores(result, scores, out)
-        summarise_monitoring(sidecar.store, inbox, out)
+        summarise_monitoring(sidecar.store, inbox, out, stored_at=stored_at)
         if report:
             path = write_demo_report(sidecar.store, demo_start, Path(report))
             out(f"\nreport: {path.resolve()}")

@@ -128,15 +128,17 @@ def write_config(path: Path, config: dict[str, Any]) -> None:
     )
 
 
-def wait_drift(store: Store, timeout_s: float) -> list[tuple[Any, ...]]:
-    """Drift the sidecar's monitor has recorded for the demo agent (waits for its next check)."""
+def wait_drift(store: Store, after: float, timeout_s: float) -> list[tuple[Any, ...]]:
+    """Drift the sidecar's monitor recorded for the demo agent in a check made after `after`
+    (unix seconds: once every run was stored), waiting for that check."""
     deadline = time.monotonic() + timeout_s
     while True:
         rows = store.query(
             "SELECT Metric, Test, PValue, EffectSize, BaselineValue, RecentValue, BaselineN, RecentN "
             "FROM drift_events WHERE Agent = {agent:String} AND Drifted = 1 "
+            "AND toUnixTimestamp64Milli(DetectedAt) >= {after_ms:Int64} "
             "ORDER BY DetectedAt DESC LIMIT 1 BY Metric",
-            {"agent": AGENT},
+            {"agent": AGENT, "after_ms": int(after * 1000)},
         )
         if rows or time.monotonic() > deadline:
             return [tuple(row) for row in rows]
@@ -144,7 +146,12 @@ def wait_drift(store: Store, timeout_s: float) -> list[tuple[Any, ...]]:
 
 
 def summarise_monitoring(
-    store: Store, inbox: WebhookInbox, out: Callable[[str], None], timeout_s: float = 30.0
+    store: Store,
+    inbox: WebhookInbox,
+    out: Callable[[str], None],
+    *,
+    stored_at: float,
+    timeout_s: float = 30.0,
 ) -> None:
     """What the sidecar noticed about the release: drift against 1.0 and the failure alert."""
     out(f"\nmonitoring (version 1.1 shipped halfway; baseline: version {BASELINE_VERSION}):")
@@ -157,7 +164,7 @@ def summarise_monitoring(
         headline = f"[{firing['status'].upper()}] {firing['rule']} ({firing['severity']})"
         out(f"  webhook {inbox.url} received: {headline}")
         out(f"      {firing['annotations'].get('summary', '')}")
-    drift = wait_drift(store, timeout_s)
+    drift = wait_drift(store, stored_at, timeout_s)
     if not drift:
         out("  no drift recorded yet")
     for metric, test, p_value, effect, baseline, recent, baseline_n, recent_n in drift:
