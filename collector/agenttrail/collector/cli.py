@@ -24,6 +24,7 @@ import click
 from agenttrail.collector.config import SETTINGS, SidecarConfig, load_config
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
+from agenttrail.collector.schema import Migration, migrate
 from agenttrail.collector.sidecar import Sidecar, read_lock_holder
 from agenttrail.collector.store import Store, parse_store
 
@@ -139,6 +140,30 @@ def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
                     "or pass --store"
                 )
         return Store(location)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def read_rows(
+    config: SidecarConfig,
+    server: str | None,
+    route: str,
+    params: dict[str, str],
+    local: Callable[[Store], list[dict[str, Any]]],
+    migrations: Sequence[Migration] = (),
+) -> list[dict[str, Any]]:
+    """Rows from the running sidecar's `route` (while it holds the embedded store, or `--server`),
+    else from `local` on the store itself, migrated first to `migrations`."""
+    source = read_via(config, server)
+    try:
+        if isinstance(source, SidecarApi):
+            return source.get_lines(route, params)
+        try:
+            if migrations:
+                migrate(source, tuple(migrations))
+            return local(source)
+        finally:
+            source.close()
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -293,14 +318,9 @@ def trajectories(
     """List agent runs with their tool calls, newest first."""
     config = config_from({"store": store, "database": database}, config_file)
     where = run_filter(since, until, agent, task, trace_id, limit)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            runs = source.get_lines("/api/v1/trajectories", where.to_params())
-        else:
-            runs = query_trajectories(source, where)
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+    runs = read_rows(
+        config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
+    )
     emit_rows(
         runs,
         output_format,

@@ -24,6 +24,7 @@ from agenttrail.collector.cli import (
     config_from,
     emit_rows,
     format_table,
+    read_rows,
     read_via,
     run_filter,
     run_filter_options,
@@ -189,15 +190,9 @@ def scores(
     """Evaluation scores per run and metric, newest runs first."""
     config = config_from({"store": store, "database": database}, config_file)
     where = ScoreFilter(run_filter(since, until, agent, task, trace_id, limit), metric)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            rows = source.get_lines("/api/v1/scores", where.to_params())
-        else:
-            migrate(source, ALL_MIGRATIONS)
-            rows = query_scores(source, where)
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+    rows = read_rows(
+        config, server, "/api/v1/scores", where.to_params(), lambda s: query_scores(s, where), ALL_MIGRATIONS
+    )
     emit_rows(
         rows,
         output_format,

@@ -8,20 +8,21 @@ sidecar's read API is GET-only and a long judging job does not belong in a reque
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from agenttrail.collector.cli import (
-    SidecarApi,
     cli,
     config_from,
     emit_rows,
-    read_via,
+    read_rows,
     run_filter,
     store_options,
 )
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, TrajectoryFilter
-from agenttrail.collector.schema import migrate
+from agenttrail.collector.store import Store
 from agenttrail.evaluators.audit import audit_run
 from agenttrail.evaluators.backfill import BackfillReport, backfill
 from agenttrail.evaluators.cli import ALL_MIGRATIONS, open_store
@@ -52,18 +53,14 @@ def audit(
     except QueryError as exc:
         raise click.BadParameter(str(exc), param_hint="TRACE_ID") from exc
     config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            rows = source.get_lines("/api/v1/decisions", {"trace_id": trace_id})
-        else:
-            evaluator = EvaluatorConfig.from_file(config_file)
-            judges = JudgesConfig.from_file(config_file)
-            subjects = audit_subjects(evaluator, judges, build_online_judges(judges))
-            migrate(source, ALL_MIGRATIONS)
-            rows = audit_run(source, trace_id, subjects, lookback_s=evaluator.lookback_s)
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+
+    def on_store(source: Store) -> list[dict[str, Any]]:
+        evaluator = EvaluatorConfig.from_file(config_file)
+        judges = JudgesConfig.from_file(config_file)
+        subjects = audit_subjects(evaluator, judges, build_online_judges(judges))
+        return audit_run(source, trace_id, subjects, lookback_s=evaluator.lookback_s)
+
+    rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,

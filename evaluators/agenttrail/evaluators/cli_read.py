@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from agenttrail.collector.cli import SidecarApi, config_from, read_via
-from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.cli import config_from
+from agenttrail.collector.cli import read_rows as collector_read_rows
 from agenttrail.collector.queries import QueryError, parse_time
-from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.schema import MIGRATIONS
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
@@ -45,17 +45,7 @@ def read_rows(
 ) -> list[dict[str, Any]]:
     """Rows from the running sidecar's route, or computed on the store when nothing holds it."""
     config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, server)
-    try:
-        if isinstance(source, SidecarApi):
-            return source.get_lines(route, params)
-        try:
-            migrate(source, READ_MIGRATIONS)
-            return local(source)
-        finally:
-            source.close()
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+    return collector_read_rows(config, server, route, params, local, READ_MIGRATIONS)
 
 
 def time_range(since: str, until: str | None) -> tuple[datetime, datetime]:
