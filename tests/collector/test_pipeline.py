@@ -198,3 +198,50 @@ def test_model_is_stored_with_the_run(start_sidecar: Any) -> None:
     assert sidecar.store.query(
         "SELECT Model FROM trajectories FINAL WHERE TraceId = {t:String}", {"t": trace}
     ) == [("small-model",)]
+
+
+def test_store_that_cannot_decode_protobuf_gets_python_rendered_spans(
+    start_sidecar: Any, monkeypatch: Any
+) -> None:
+    """A ClickHouse too old to decode the spool itself (its probe fails) still stores every span,
+    rendered in Python, and the runs assemble the same."""
+    from agenttrail.collector.ingest import IngestPipeline
+
+    monkeypatch.setattr(IngestPipeline, "_store_can_decode", lambda self: False)
+    sidecar = start_sidecar()
+    assert sidecar.pipeline.clickhouse_decoding is False
+    trace, root = new_trace_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            agent_span(trace, root, 0, 100), tool_span(trace, new_span_id(), root, "lookup", 10, 20)
+        ).SerializeToString()
+    )
+    assert sidecar.wait_until_assembled(30)
+    [run] = runs_of(sidecar, trace)
+    assert [c["name"] for c in run["tool_calls"]] == ["lookup"]
+    assert sidecar.store.query(
+        "SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace}
+    ) == [(2,)]
+
+
+def test_segment_clickhouse_refuses_is_stored_through_python(
+    start_sidecar: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A spool segment left by a crash with a record ClickHouse cannot read: replay falls back to
+    the Python decoder for that segment, which keeps the good records and skips the bad one."""
+    from agenttrail.collector.spool import Spool
+
+    trace, root = new_trace_id(), new_span_id()
+    spool = Spool(tmp_path / "spool")
+    spool.append(request(agent_span(trace, root, 0, 100)).SerializeToString())
+    spool.append(b"\xff\xff\xff\xff not protobuf")
+    spool.append(request(tool_span(trace, new_span_id(), root, "kept", 10, 20)).SerializeToString())
+    assert spool.seal() is not None
+    sidecar = start_sidecar()
+    assert sidecar.pipeline.clickhouse_decoding is True
+    assert sidecar.pipeline.counters.replayed_segments == 1
+    assert "ClickHouse refused spool segment" in caplog.text
+    assert sidecar.wait_until_assembled(30)
+    [run] = runs_of(sidecar, trace)
+    assert [c["name"] for c in run["tool_calls"]] == ["kept"]
+    assert not list((tmp_path / "spool").glob("segment-*.spool"))

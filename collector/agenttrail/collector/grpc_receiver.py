@@ -18,8 +18,7 @@ import grpc
 
 from agenttrail.collector.errors import ConfigError, OverloadedError
 from agenttrail.collector.ingest import IngestPipeline
-from agenttrail.collector.otlp_decode import OtlpDecodeError
-from agenttrail.collector.spool import FORMAT_PROTOBUF
+from agenttrail.collector.otlp_decode import FORMAT_PROTOBUF, OtlpDecodeError
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,7 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from agenttrail.collector.errors import AgentTrailError, ConfigError, OverloadedError
 from agenttrail.collector.ingest import IngestPipeline
-from agenttrail.collector.otlp_decode import OtlpDecodeError
-from agenttrail.collector.spool import FORMAT_JSON, FORMAT_PROTOBUF
+from agenttrail.collector.otlp_decode import FORMAT_JSON, FORMAT_PROTOBUF, OtlpDecodeError
 
 log = logging.getLogger(__name__)
 

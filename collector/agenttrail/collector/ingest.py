@@ -1,10 +1,12 @@
-"""From an accepted request to stored spans: decode, spool, batch, insert, announce.
+"""From an accepted request to stored spans: check, spool, batch, insert, announce.
 
-Receivers call `IngestPipeline.accept` on their own threads; it decodes (bad spans are
-counted, not raised), refuses when the queue is full, spools the body (the durable
-acknowledgement) and queues the rows. One writer thread cuts batches of up to
-`batch_max_rows` rows or `flush_interval_s` seconds, inserts them in one block, records the
-traces' arrival (what assembly resumes from after a restart) and tells the assembler.
+Receivers call `IngestPipeline.accept` on their own threads; it parses the request and checks
+its spans (bad spans are counted, not raised), refuses when the queue is full, and spools the
+body (the durable acknowledgement). One writer thread cuts batches of up to `batch_max_rows`
+spans or `flush_interval_s` seconds: it seals the spool segment and has ClickHouse decode and
+insert it in one statement (`otlp_sql`), records the traces' arrival (what assembly resumes
+from after a restart) and tells the assembler. A store that cannot decode protobuf, or a
+segment it refuses, gets rows rendered in Python instead (`otlp_decode.decode_request`).
 """
 
 from __future__ import annotations
@@ -15,16 +17,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from agenttrail.collector.errors import OverloadedError, StoreError
+from agenttrail.collector.errors import OverloadedError, StoreError, StoreLocked, StoreUnavailable
 from agenttrail.collector.otlp_decode import (
+    FORMAT_JSON,
+    FORMAT_PROTOBUF,
     OTEL_TRACES_COLUMNS,
     DecodedBatch,
     OtlpDecodeError,
-    decode_json,
+    check_request,
     decode_protobuf,
+    parse_json,
+    parse_protobuf,
 )
-from agenttrail.collector.spool import FORMAT_JSON, FORMAT_PROTOBUF, Spool
+from agenttrail.collector.otlp_sql import FORMAT_SETTINGS, SPOOL_SOURCE, span_rows_select
+from agenttrail.collector.spool import Spool
 from agenttrail.collector.store import Store
 
 log = logging.getLogger(__name__)
@@ -33,12 +41,6 @@ log = logging.getLogger(__name__)
 ArrivalListener = Callable[[dict[str, bool], float], None]
 
 _ARRIVAL_COLUMNS = ("TraceId", "ArrivedAt", "HasAgent")
-
-
-def decode_body(body_format: int, body: bytes) -> DecodedBatch:
-    if body_format == FORMAT_JSON:
-        return decode_json(body)
-    return decode_protobuf(body)
 
 
 @dataclass(slots=True)
@@ -64,8 +66,12 @@ class IngestPipeline:
         max_queue_rows: int = 200_000,
         spool_fsync: bool = False,
         on_stored: ArrivalListener | None = None,
+        clickhouse_decoding: bool = True,
     ) -> None:
         self._store = store
+        # Whether ClickHouse decodes spool segments; `start` checks the store can.
+        self.clickhouse_decoding = clickhouse_decoding
+        self._decoder_chosen = False
         self._spool = Spool(spool_dir, fsync=spool_fsync)
         self._batch_max_rows = batch_max_rows
         self._flush_interval_s = flush_interval_s
@@ -85,17 +91,20 @@ class IngestPipeline:
     # -- receiver side -------------------------------------------------------------------
 
     def accept(self, body: bytes, body_format: int = FORMAT_PROTOBUF) -> DecodedBatch:
-        """Decode, spool and queue one request. Raises OtlpDecodeError or OverloadedError.
+        """Check, spool and queue one request. Raises OtlpDecodeError or OverloadedError.
 
-        Returns the decoded batch so the receiver can report rejected spans.
+        Returns the check so the receiver can report rejected spans.
         """
-        batch = decode_body(body_format, body)
+        request = parse_json(body) if body_format == FORMAT_JSON else parse_protobuf(body)
+        batch = check_request(request)
         self.counters.rejected_spans += batch.rejected
-        if not batch.rows:
+        if not batch.accepted:
             return batch
+        if body_format == FORMAT_JSON:
+            body = request.SerializeToString()  # the spool holds protobuf only
         with self._cond:
             queued = self._pending_rows + self._in_flight_rows
-            if queued + len(batch.rows) > self._max_queue_rows and queued > 0:
+            if queued + batch.accepted > self._max_queue_rows and queued > 0:
                 self.counters.refused_requests += 1
                 down = self._store_down
                 reason = "the span store is unavailable" if down else "the ingest queue is full"
@@ -106,12 +115,12 @@ class IngestPipeline:
                 )
             if self._stopping:
                 raise OverloadedError("the collector is shutting down", retry_after_s=5, store_down=False)
-            self._spool.append(body_format, body)
+            self._spool.append(body)
             if not self._pending:
                 self._first_pending_at = time.monotonic()
             self._pending.append(batch)
-            self._pending_rows += len(batch.rows)
-            self.counters.accepted_spans += len(batch.rows)
+            self._pending_rows += batch.accepted
+            self.counters.accepted_spans += batch.accepted
             if self._pending_rows >= self._batch_max_rows:
                 self._cond.notify_all()
         return batch
@@ -129,12 +138,13 @@ class IngestPipeline:
 
     def replay(self) -> int:
         """Store what earlier runs acknowledged but did not store. Run before `start`."""
+        self._choose_decoder()
         replayed = 0
         for segment in self._spool.segments():
             batch = DecodedBatch()
             for record in Spool.read(segment):
                 try:
-                    batch.extend(decode_body(record.body_format, record.body))
+                    batch.extend(check_request(parse_protobuf(record)))
                 except OtlpDecodeError:
                     log.exception("skipping an undecodable record in spool segment %s", segment)
             self._store_batch(segment, batch, retry=False)
@@ -145,6 +155,7 @@ class IngestPipeline:
         return replayed
 
     def start(self) -> None:
+        self._choose_decoder()
         self._thread = threading.Thread(target=self._run_writer, name="agenttrail-writer", daemon=True)
         self._thread.start()
 
@@ -216,11 +227,10 @@ class IngestPipeline:
 
     def _store_batch(self, segment: Path | None, batch: DecodedBatch, *, retry: bool) -> bool:
         """Insert one batch; with `retry`, keep trying (backing off) until it is stored or we stop."""
-        token = segment.name if segment is not None else None
         delay = 0.2
         while True:
             try:
-                arrived_at = self._insert(batch, token)
+                arrived_at = self._insert(segment, batch)
                 break
             except StoreError as exc:
                 self.counters.store_failures += 1
@@ -236,7 +246,7 @@ class IngestPipeline:
         if self._store_down:
             log.info("span store is reachable again")
         self._store_down = False
-        self.counters.stored_spans += len(batch.rows)
+        self.counters.stored_spans += batch.accepted
         if segment is not None:
             Spool.remove(segment)
         if self._on_stored is not None and batch.traces:
@@ -246,9 +256,67 @@ class IngestPipeline:
                 log.exception("arrival listener failed")
         return True
 
-    def _insert(self, batch: DecodedBatch, token: str | None) -> float:
-        if batch.rows:
-            self._store.insert_rows("otel_traces", OTEL_TRACES_COLUMNS, batch.rows, dedup_token=token)
+    def _choose_decoder(self) -> None:
+        if self.clickhouse_decoding and not self._decoder_chosen:
+            self.clickhouse_decoding = self._store_can_decode()
+        self._decoder_chosen = True
+
+    def _store_can_decode(self) -> bool:
+        """Whether the store decodes a (here empty) spool segment; older servers cannot."""
+        probe = self._spool.directory / "decode-probe.bin"
+        probe.write_bytes(b"")
+        try:
+            self._insert_decoded_by_clickhouse(probe, None)
+        except StoreError as exc:
+            log.warning(
+                "%s cannot decode OTLP protobuf (%s); spans will be rendered in Python, which is "
+                "several times slower. A ClickHouse release with the format_schema_source setting "
+                "decodes them itself.",
+                self._store.location.describe(),
+                str(exc)[:300],
+            )
+            return False
+        finally:
+            probe.unlink(missing_ok=True)
+        return True
+
+    def _insert_decoded_by_clickhouse(self, segment: Path, token: str | None) -> None:
+        self._store.insert_select_file(
+            "otel_traces",
+            OTEL_TRACES_COLUMNS,
+            span_rows_select,
+            SPOOL_SOURCE,
+            segment,
+            settings=FORMAT_SETTINGS,
+            dedup_token=token,
+        )
+
+    def _insert_spans(self, segment: Path, token: str | None) -> None:
+        if self.clickhouse_decoding:
+            try:
+                self._insert_decoded_by_clickhouse(segment, token)
+                return
+            except (StoreUnavailable, StoreLocked):
+                raise
+            except StoreError as exc:
+                log.warning(
+                    "ClickHouse refused spool segment %s (%s); storing it through the Python decoder",
+                    segment.name,
+                    str(exc)[:300],
+                )
+        rows: list[tuple[Any, ...]] = []
+        for record in Spool.read(segment):
+            try:
+                rows.extend(decode_protobuf(record).rows)
+            except OtlpDecodeError:
+                log.exception("skipping an undecodable record in spool segment %s", segment)
+        if rows:
+            self._store.insert_rows("otel_traces", OTEL_TRACES_COLUMNS, rows, dedup_token=token)
+
+    def _insert(self, segment: Path | None, batch: DecodedBatch) -> float:
+        token = segment.name if segment is not None else None
+        if segment is not None and batch.accepted:
+            self._insert_spans(segment, token)
         # Arrival times strictly increase, so "assembled through" comparisons are exact.
         arrived_at = max(time.time(), self._last_arrival + 1e-6)
         self._last_arrival = arrived_at

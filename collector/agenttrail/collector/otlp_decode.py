@@ -1,8 +1,12 @@
-"""Decode OTLP trace requests (protobuf or JSON) into `otel_traces` rows.
+"""Read OTLP trace requests (protobuf or JSON): check their spans, or decode them into rows.
 
-This is the ingest hot path: one pass over the spans, no intermediate objects. Values are
-rendered the way the OpenTelemetry Collector's ClickHouse exporter renders them (`AsString`),
-so the stored table reads the same in Grafana's trace view.
+Two roles. `check_request` is the ingest hot path: it validates every span and notes each
+trace (and whether an agent-run span came with it) without rendering anything, because the
+span rows themselves are decoded by ClickHouse (`otlp_sql`). `decode_request` renders the
+same `otel_traces` rows in Python: the path for stores that cannot decode protobuf, and the
+reference the ClickHouse decoding is tested against. Values are rendered the way the
+OpenTelemetry Collector's ClickHouse exporter renders them (`AsString`, numbers as ES6 /
+ClickHouse print them), so the stored table reads the same in Grafana's trace view.
 
 Bad spans are counted and described, never raised: the caller answers with `partial_success`
 and keeps the good spans of the same request.
@@ -13,8 +17,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from google.protobuf import json_format
@@ -51,6 +57,10 @@ OTEL_TRACES_COLUMNS: tuple[str, ...] = (
     "Links.Attributes",
 )
 
+# How a request body is encoded (receivers say which; the spool holds protobuf only).
+FORMAT_PROTOBUF = 0
+FORMAT_JSON = 1
+
 # Index of a few columns the pipeline reads back from decoded rows.
 COL_TRACE_ID = OTEL_TRACES_COLUMNS.index("TraceId")
 
@@ -69,8 +79,12 @@ class OtlpDecodeError(ValueError):
 
 @dataclass(slots=True)
 class DecodedBatch:
-    """The good spans of one request as rows, plus what was rejected and why."""
+    """What one request (or several) holds: good spans, their traces, what was rejected and why.
 
+    `rows` is filled only by `decode_request`; `check_request` counts and notes without rendering.
+    """
+
+    accepted: int = 0
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     # trace id -> True if an agent-run span of that trace is in this batch.
     traces: dict[str, bool] = field(default_factory=dict)
@@ -99,6 +113,7 @@ class DecodedBatch:
         return response
 
     def extend(self, other: DecodedBatch) -> None:
+        self.accepted += other.accepted
         self.rows.extend(other.rows)
         for trace_id, has_agent in other.traces.items():
             self.traces[trace_id] = self.traces.get(trace_id, False) or has_agent
@@ -112,11 +127,15 @@ def ns_to_clickhouse(nanos: int) -> str:
     Rows are inserted as JSONCompactEachRow, where a bare integer would be read as seconds.
     """
     seconds, fraction = divmod(nanos, 1_000_000_000)
-    return f"{seconds}.{fraction:09d}"
+    return f"{seconds:010d}.{fraction:09d}"  # padded: a short number would read as a date
 
 
 def any_value_to_str(value: Any) -> str:
-    """Render an OTLP AnyValue as the ClickHouse exporter does (pcommon `AsString`)."""
+    """Render an OTLP AnyValue as the ClickHouse exporter does (pcommon `AsString`).
+
+    Arrays and key-value lists become JSON; inside them, nested arrays or lists (which span
+    attributes may not carry, by the OpenTelemetry attribute rules) render as null.
+    """
     kind = value.WhichOneof("value")
     if kind == "string_value":
         return str(value.string_value)
@@ -125,28 +144,69 @@ def any_value_to_str(value: Any) -> str:
     if kind == "bool_value":
         return "true" if value.bool_value else "false"
     if kind == "double_value":
-        return _format_double(value.double_value)
-    if kind is None:
-        return ""
-    return json.dumps(_any_value_to_json(value), ensure_ascii=False, separators=(",", ":"))
-
-
-def _format_double(number: float) -> str:
-    text = repr(number)
-    return text[:-2] if text.endswith(".0") else text
-
-
-def _any_value_to_json(value: Any) -> Any:
-    kind = value.WhichOneof("value")
-    if kind == "array_value":
-        return [_any_value_to_json(item) for item in value.array_value.values]
-    if kind == "kvlist_value":
-        return {kv.key: _any_value_to_json(kv.value) for kv in value.kvlist_value.values}
+        return format_double(value.double_value)
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode("ascii")
-    if kind is None:
-        return None
-    return getattr(value, kind)
+    if kind == "array_value":
+        return "[" + ",".join(_json_element(item) for item in value.array_value.values) + "]"
+    if kind == "kvlist_value":
+        items = (json_string(kv.key) + ":" + _json_element(kv.value) for kv in value.kvlist_value.values)
+        return "{" + ",".join(items) + "}"
+    return ""
+
+
+def format_double(number: float) -> str:
+    """A double as ClickHouse's `toString` prints it: shortest round-trip digits, ES6 layout
+    (plain notation from 1e-6 up to 1e21, `1e21` / `1.5e-7` beyond)."""
+    if math.isnan(number):
+        return "nan"
+    if math.isinf(number):
+        return "inf" if number > 0 else "-inf"
+    if number == 0:
+        return "-0" if math.copysign(1.0, number) < 0 else "0"
+    text = repr(number)
+    mantissa, _, exponent = text.partition("e")
+    if 1e-6 <= abs(number) < 1e21:
+        if exponent:
+            return format(Decimal(text), "f")
+        return text[:-2] if text.endswith(".0") else text
+    return f"{mantissa}e{int(exponent)}"
+
+
+# ClickHouse's JSON string escapes: short forms, other control characters as upper-case \\u00XX,
+# and the JavaScript line separators.
+_JSON_ESCAPES = {code: f"\\u{code:04X}" for code in range(0x20)} | {
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    ord('"'): '\\"',
+    ord("\\"): "\\\\",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def json_string(text: str) -> str:
+    """A JSON string literal as ClickHouse's `toJSONString` writes it (slashes left alone)."""
+    return '"' + text.translate(_JSON_ESCAPES) + '"'
+
+
+def _json_element(value: Any) -> str:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return json_string(value.string_value)
+    if kind == "int_value":
+        return str(value.int_value)
+    if kind == "bool_value":
+        return "true" if value.bool_value else "false"
+    if kind == "double_value":
+        number = value.double_value
+        return format_double(number) if math.isfinite(number) else "null"
+    if kind == "bytes_value":
+        return json_string(base64.b64encode(value.bytes_value).decode("ascii"))
+    return "null"
 
 
 def attributes_to_map(key_values: Iterable[Any]) -> dict[str, str]:
@@ -161,17 +221,16 @@ def attributes_to_map(key_values: Iterable[Any]) -> dict[str, str]:
     return result
 
 
-def decode_protobuf(body: bytes) -> DecodedBatch:
-    """Decode a binary OTLP ExportTraceServiceRequest."""
+def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    """Parse a binary OTLP ExportTraceServiceRequest (strings must be valid UTF-8)."""
     try:
-        request = ExportTraceServiceRequest.FromString(body)
+        return ExportTraceServiceRequest.FromString(body)
     except DecodeError as exc:
         raise OtlpDecodeError(f"body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from exc
-    return decode_request(request)
 
 
-def decode_json(body: bytes) -> DecodedBatch:
-    """Decode an OTLP/JSON request; ids are hex strings there, not base64 (OTLP spec)."""
+def parse_json(body: bytes) -> ExportTraceServiceRequest:
+    """Parse an OTLP/JSON request; ids are hex strings there, not base64 (OTLP spec)."""
     try:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -180,10 +239,19 @@ def decode_json(body: bytes) -> DecodedBatch:
         raise OtlpDecodeError("body must be a JSON object with a 'resourceSpans' list")
     _hex_ids_to_base64(document)
     try:
-        request = json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+        return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError) as exc:
         raise OtlpDecodeError(f"body is not an OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
-    return decode_request(request)
+
+
+def decode_protobuf(body: bytes) -> DecodedBatch:
+    """Decode a binary OTLP request into rows (the Python path)."""
+    return decode_request(parse_protobuf(body))
+
+
+def decode_json(body: bytes) -> DecodedBatch:
+    """Decode an OTLP/JSON request into rows (the Python path)."""
+    return decode_request(parse_json(body))
 
 
 # A base64 value that decodes to 3 bytes: an id of a length no valid id has, so the span
@@ -239,6 +307,40 @@ def _span_problem(span: Any) -> str | None:
     return None
 
 
+def check_request(request: Any) -> DecodedBatch:
+    """Validate a parsed request's spans and note their traces, without rendering rows.
+
+    Accepts and rejects exactly the spans `decode_request` does, and flags agent traces the
+    same way (the last value of a repeated key counts, as in the decoded attribute map).
+    """
+    batch = DecodedBatch()
+    traces = batch.traces
+    accepted = 0
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                problem = _span_problem(span)
+                if problem is not None:
+                    batch.reject(f"span {span.name[:80]!r}: {problem}")
+                    continue
+                accepted += 1
+                operation = span_kind = None
+                for kv in span.attributes:
+                    key = kv.key
+                    if key == attr.GEN_AI_OPERATION_NAME:
+                        operation = kv.value
+                    elif key == attr.OPENINFERENCE_SPAN_KIND:
+                        span_kind = kv.value
+                is_agent = (
+                    operation is not None and any_value_to_str(operation) == attr.OPERATION_INVOKE_AGENT
+                ) or (span_kind is not None and any_value_to_str(span_kind) == "AGENT")
+                trace_id = span.trace_id.hex()
+                if is_agent or trace_id not in traces:
+                    traces[trace_id] = is_agent or traces.get(trace_id, False)
+    batch.accepted = accepted
+    return batch
+
+
 def decode_request(request: Any) -> DecodedBatch:
     """Turn a parsed ExportTraceServiceRequest into rows in OTEL_TRACES_COLUMNS order."""
     batch = DecodedBatch()
@@ -271,6 +373,7 @@ def decode_request(request: Any) -> DecodedBatch:
                 kind = span.kind
                 events = span.events
                 links = span.links
+                batch.accepted += 1
                 rows.append(
                     (
                         ns_to_clickhouse(start),

@@ -1,6 +1,8 @@
 """An append-only spool of accepted request bodies: what makes an acknowledgement durable.
 
-A request is acknowledged once its body is written to the active segment file. The writer
+A request is acknowledged once its body is written to the active segment file. Records are
+length-delimited protobuf messages (a varint length, then the body), which is ClickHouse's
+`Protobuf` input format: the writer stores a sealed segment by having ClickHouse read it. The writer
 seals the active segment when it cuts a batch, stores the batch in ClickHouse with the
 segment's name as deduplication token, then deletes the file. After a crash, every segment
 left on disk is replayed with the same token, so nothing acknowledged is lost and nothing is
@@ -14,23 +16,33 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct("<IB")  # body length, body format
-FORMAT_PROTOBUF = 0
-FORMAT_JSON = 1
 _SEGMENT_GLOB = "segment-*.spool"
 
 
-@dataclass(frozen=True, slots=True)
-class SpoolRecord:
-    body_format: int
-    body: bytes
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _read_varint(data: bytes, offset: int) -> tuple[int, int] | None:
+    """(value, offset after it), or None when the data ends inside the varint."""
+    value = shift = 0
+    while offset < len(data):
+        byte = data[offset]
+        offset += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, offset
+        shift += 7
+    return None
 
 
 class Spool:
@@ -56,13 +68,13 @@ class Spool:
         """Segment files on disk, oldest first."""
         return sorted(self.directory.glob(_SEGMENT_GLOB), key=self._seq)
 
-    def append(self, body_format: int, body: bytes) -> None:
+    def append(self, body: bytes) -> None:
         """Write one record to the active segment (opened on first use)."""
         if self._fd is None:
             self._active = self.directory / f"segment-{self._next_seq:012d}-{self._writer_id}.spool"
             self._next_seq += 1
             self._fd = os.open(self._active, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        os.write(self._fd, _HEADER.pack(len(body), body_format) + body)
+        os.write(self._fd, _varint(len(body)) + body)
         if self.fsync:
             os.fsync(self._fd)
 
@@ -75,18 +87,22 @@ class Spool:
         return sealed
 
     @staticmethod
-    def read(path: Path) -> Iterator[SpoolRecord]:
-        """Records of a segment; a torn last record (crash mid-write, never acknowledged) ends it."""
+    def read(path: Path) -> list[bytes]:
+        """A segment's records. A torn last record (a crash mid-write, so never acknowledged) is
+        cut off the file, so that ClickHouse can read the segment whole."""
         data = path.read_bytes()
+        records: list[bytes] = []
         offset = 0
-        while offset + _HEADER.size <= len(data):
-            length, body_format = _HEADER.unpack_from(data, offset)
-            start = offset + _HEADER.size
-            if start + length > len(data):
+        while offset < len(data):
+            header = _read_varint(data, offset)
+            if header is None or header[1] + header[0] > len(data):
                 log.warning("spool segment %s ends with a torn record; it was never acknowledged", path)
-                return
-            yield SpoolRecord(body_format, data[start : start + length])
+                os.truncate(path, offset)
+                break
+            length, start = header
+            records.append(data[start : start + length])
             offset = start + length
+        return records
 
     @staticmethod
     def remove(path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,19 @@ def _identifier(name: str, what: str) -> str:
     if not _IDENTIFIER.match(name):
         raise StoreError(f"{what} name {name!r} is not a valid ClickHouse identifier (letters, digits, _)")
     return name
+
+
+@dataclass(frozen=True, slots=True)
+class FileSource:
+    """How to read a data file: its ClickHouse input format and column structure."""
+
+    fmt: str
+    structure: str
+
+
+def _sql_string(text: str) -> str:
+    """A constant of our own code as a SQL string literal (never a user value)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _translate(exc: Exception, location: StoreLocation) -> StoreError:
@@ -153,6 +166,39 @@ class Store:
                 self._client.raw_insert(
                     table, list(columns), payload, settings=settings, fmt="JSONCompactColumns"
                 )
+        except (DatabaseError, OperationalError, OSError) as exc:
+            raise _translate(exc, self.location) from exc
+
+    def insert_select_file(
+        self,
+        table: str,
+        columns: Sequence[str],
+        select: Callable[[str], str],
+        source: FileSource,
+        path: Path,
+        *,
+        settings: Mapping[str, str | int] | None = None,
+        dedup_token: str | None = None,
+    ) -> None:
+        """`INSERT INTO table SELECT ...` over the rows of a data file, transformed by SQL.
+
+        `select(source_sql)` builds the SELECT around a table expression for the file. The
+        embedded engine reads the file in place (`file()`, the path a bound parameter); a
+        server gets its bytes as the request body (`input()`).
+        """
+        all_settings: dict[str, Any] = dict(settings or {})
+        if dedup_token:
+            all_settings["insert_deduplication_token"] = dedup_token
+        structure = _sql_string(source.structure)
+        target = f"INSERT INTO `{_identifier(table, 'table')}` ({', '.join(f'`{c}`' for c in columns)}) "
+        try:
+            with self._lock:
+                if self.location.embedded:
+                    sql = target + select(f"file({{path:String}}, '{source.fmt}', {structure})")
+                    self._client.command(sql, parameters={"path": str(path)}, settings=all_settings)
+                else:
+                    sql = target + select(f"input({structure})") + f" FORMAT {source.fmt}"
+                    self._client.command(sql, data=path.read_bytes(), settings=all_settings)
         except (DatabaseError, OperationalError, OSError) as exc:
             raise _translate(exc, self.location) from exc
 
