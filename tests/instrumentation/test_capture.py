@@ -3,6 +3,7 @@
 import json
 import logging
 import math
+import re
 import sys
 from typing import Any
 
@@ -14,6 +15,8 @@ from opentelemetry.util.types import AttributeValue
 from agenttrail.instrumentation import agent, agent_run, configure, tool
 from agenttrail.instrumentation import attributes as attr
 from agenttrail.instrumentation._capture import (
+    _ANY_HINT,
+    ANY_HINT_WORDS,
     CIRCULAR,
     DEFAULT_KEY_PATTERNS,
     REDACTED,
@@ -355,3 +358,10 @@ def test_raising_redact_hook_does_not_break_the_tool(
     attributes = captured.one("execute_tool lookup").attributes or {}
     assert attributes[attr.INPUT_VALUE] == attributes[attr.OUTPUT_VALUE] == json.dumps(REDACTION_FAILED)
     assert "launch codes" not in str(dict(attributes))
+
+
+@given(st.text(alphabet="passwordkeytokenauthcredcookiejwtsrfbearer-ghpubxoxakiaeyj_ ", max_size=40))
+def test_secret_hint_scan_finds_exactly_its_words(text: str) -> None:
+    """The grouped pre-scan regex matches a text iff one of the hint words occurs in it."""
+    words = re.compile("|".join(ANY_HINT_WORDS))
+    assert bool(_ANY_HINT.search(text)) == bool(words.search(text))

@@ -66,7 +66,16 @@ _SECRET_VALUE: Final = re.compile(
     )
 )
 # A literal from each value pattern (lower-cased), for the same first scan.
-_ANY_HINT: Final = re.compile(f"{_KEY_HINTS}|earer|sk-|gh[pousr]_|github_pat_|xox|akia|eyj")
+ANY_HINT_WORDS: Final = (
+    *_KEY_HINTS.split("|"),
+    *("earer", "sk-", "gh[pousr]_", "github_pat_", "xox", "akia", "eyj"),
+)
+# The same words grouped by first letter: Python's regex engine tries every branch of an
+# alternation at each position, so the grouped form scans text about twice as fast.
+_ANY_HINT: Final = re.compile(
+    r"p(?:assw|wd)|s(?:ecret|rf|k-)|key|token|a(?:uth|kia)|c(?:redential|ookie|ard)|jwt|earer"
+    r"|g(?:h[pousr]_|ithub_pat_)|xox|eyj"
+)
 
 
 def truncation_marker(cut: int) -> str:
