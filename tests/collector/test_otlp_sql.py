@@ -8,6 +8,8 @@ agree on every column for any request, bad spans, odd values and repeated keys i
 from __future__ import annotations
 
 import math
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
+from agenttrail.collector.errors import StoreError
 from agenttrail.collector.otlp_decode import (
     OTEL_TRACES_COLUMNS,
     check_request,
@@ -25,8 +28,9 @@ from agenttrail.collector.otlp_decode import (
     json_string,
 )
 from agenttrail.collector.otlp_sql import FORMAT_SETTINGS, SPOOL_SOURCE, span_rows_select
+from agenttrail.collector.schema import migrate
 from agenttrail.collector.spool import Spool
-from agenttrail.collector.store import Store
+from agenttrail.collector.store import Store, insert_select_sql, parse_store
 
 texts = st.text(max_size=12) | st.sampled_from(["", "a/b", "\u2028", "\x00\x01\x1f\x7f", 'q"\\', "é😀"])
 doubles = st.floats() | st.sampled_from([1e21, 1e-6, 9.99e-7, 1e20, -0.0, 5e-324, 1.7976931348623157e308])
@@ -235,3 +239,44 @@ def test_a_torn_record_is_cut_so_the_segment_still_loads(store: Store, tmp_path:
         "otel_traces", OTEL_TRACES_COLUMNS, span_rows_select, SPOOL_SOURCE, segment, settings=FORMAT_SETTINGS
     )
     assert store.query("SELECT SpanName, Duration FROM otel_traces") == [("kept", 4)]
+
+
+def test_the_server_form_of_the_insert_is_valid_sql(store: Store) -> None:
+    """A ClickHouse server gets the segment as the request body through `input()`. No server
+    runs here (AGENTTRAIL_TEST_CLICKHOUSE_URL runs the real one), but the engine parses that
+    statement and stops only because the body is empty."""
+    columns = OTEL_TRACES_COLUMNS
+    sql = insert_select_sql("otel_traces", columns, span_rows_select, SPOOL_SOURCE, embedded=False)
+    assert sql.endswith("FORMAT Protobuf")
+    with pytest.raises(StoreError, match="NO_DATA_TO_INSERT"):
+        store.command(sql)
+    with pytest.raises(StoreError, match="Syntax error"):
+        store.command(sql.replace("ARRAY JOIN", "ARRAY JOINED", 1))
+
+
+@pytest.mark.skipif(
+    not os.environ.get("AGENTTRAIL_TEST_CLICKHOUSE_URL"), reason="AGENTTRAIL_TEST_CLICKHOUSE_URL not set"
+)
+def test_a_clickhouse_server_decodes_the_spool_as_python_does(tmp_path: Path) -> None:
+    """The server path (`input()`, the segment as the request body) stores the Python rows."""
+    database = f"agenttrail_test_{uuid.uuid4().hex[:8]}"
+    server = Store(parse_store(os.environ["AGENTTRAIL_TEST_CLICKHOUSE_URL"], database))
+    try:
+        migrate(server)
+        server.command("CREATE TABLE spans_by_python AS otel_traces")
+        spool = Spool(tmp_path / "spool")
+        requests = [awkward_request(), awkward_request()]
+        for request in requests:
+            spool.append(request.SerializeToString())
+        segment = spool.seal()
+        assert segment is not None
+        columns = OTEL_TRACES_COLUMNS
+        server.insert_select_file(
+            "otel_traces", columns, span_rows_select, SPOOL_SOURCE, segment, settings=FORMAT_SETTINGS
+        )
+        rows = [row for request in requests for row in decode_request(request).rows]
+        server.insert_rows("spans_by_python", OTEL_TRACES_COLUMNS, rows)
+        assert stored_rows(server, "otel_traces") == stored_rows(server, "spans_by_python")
+    finally:
+        server.command(f"DROP DATABASE IF EXISTS `{database}`")
+        server.close()

@@ -85,6 +85,18 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def insert_select_sql(
+    table: str, columns: Sequence[str], select: Callable[[str], str], source: FileSource, *, embedded: bool
+) -> str:
+    """The statement behind `Store.insert_select_file`: the file read in place by the embedded
+    engine (a `{path:String}` parameter), or sent to a server as the body (`input()`)."""
+    structure = _sql_string(source.structure)
+    target = f"INSERT INTO `{_identifier(table, 'table')}` ({', '.join(f'`{c}`' for c in columns)}) "
+    if embedded:
+        return target + select(f"file({{path:String}}, '{source.fmt}', {structure})")
+    return target + select(f"input({structure})") + f" FORMAT {source.fmt}"
+
+
 def _translate(exc: Exception, location: StoreLocation) -> StoreError:
     text = str(exc)
     if "Cannot lock file" in text or "already initialized with path" in text:
@@ -189,15 +201,12 @@ class Store:
         all_settings: dict[str, Any] = dict(settings or {})
         if dedup_token:
             all_settings["insert_deduplication_token"] = dedup_token
-        structure = _sql_string(source.structure)
-        target = f"INSERT INTO `{_identifier(table, 'table')}` ({', '.join(f'`{c}`' for c in columns)}) "
+        sql = insert_select_sql(table, columns, select, source, embedded=self.location.embedded)
         try:
             with self._lock:
                 if self.location.embedded:
-                    sql = target + select(f"file({{path:String}}, '{source.fmt}', {structure})")
                     self._client.command(sql, parameters={"path": str(path)}, settings=all_settings)
                 else:
-                    sql = target + select(f"input({structure})") + f" FORMAT {source.fmt}"
                     self._client.command(sql, data=path.read_bytes(), settings=all_settings)
         except (DatabaseError, OperationalError, OSError) as exc:
             raise _translate(exc, self.location) from exc
