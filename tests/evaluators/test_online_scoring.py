@@ -258,3 +258,33 @@ def test_reference_versions(store: Any) -> None:
     current = latest_references(store)
     assert (current["faq"].version, current["refund"].version) == (2, 1)
     assert [call.name for call in current["faq"].entry.reference] == ["search", "answer"]
+
+
+def test_scores_of_a_run_that_reassembly_deleted_are_removed(start_sidecar: Any) -> None:
+    """An inner agent run scored on its own is folded into its parent run when the parent's span
+    arrives late; the inner run's scores leave `scores`, so stats and drift stop counting them."""
+    sidecar = start_sidecar()
+    load_references(sidecar)
+    trace, outer, inner = new_trace_id(), new_span_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            agent_span(trace, inner, 1, 50, parent=outer, attributes={"agenttrail.task": "refund"}),
+            tool_span(trace, new_span_id(), inner, "lookup", 2, 3, arguments={"id": 1}),
+        ).SerializeToString()
+    )
+    wait_scored(sidecar, [trace])
+
+    def scored_roots() -> set[str]:
+        rows = sidecar.store.query(
+            "SELECT DISTINCT RootSpanId FROM scores FINAL WHERE TraceId = {t:String}", {"t": trace}
+        )
+        return {row[0] for row in rows}
+
+    assert scored_roots() == {inner}
+    late_parent = agent_span(trace, outer, 0, 100, attributes={"agenttrail.task": "refund"})
+    sidecar.pipeline.accept(request(late_parent).SerializeToString())
+    assert sidecar.wait_until_assembled(30)
+    deadline = time.monotonic() + 30
+    while scored_roots() != {outer} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert scored_roots() == {outer}

@@ -209,7 +209,8 @@ def run_demo(
         out("\n  waiting for the evaluator to score every run ...")
         wait_scored(sidecar, len(result))
         scores = query_scores(sidecar.store, ScoreFilter.from_params({"limit": str(runs * 20)}))
-        # Only the runs as they stand: a run re-assembled under another root leaves its old scores.
+        # Only the runs as they stand: the scores of a run re-assembled under another root stay
+        # until the evaluator's next sweep (deleted_runs.py), a few seconds.
         current = {(run["trace_id"], run["root_span_id"]) for run in result}
         scores = [score for score in scores if (score["trace_id"], score["root_span_id"]) in current]
         summarise_scores(result, scores, out)

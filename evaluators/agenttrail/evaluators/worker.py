@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.deleted_runs import delete_scores_of_deleted_runs
 from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.reference_store import StoredReference
 from agenttrail.evaluators.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
@@ -27,6 +29,8 @@ from agenttrail.evaluators.run_queue import RunQueueWorker, now_stamp, pending_r
 log = logging.getLogger(__name__)
 
 EVALUATOR = "trajectory"
+# How often the worker deletes the scores of runs re-assembly deleted (deleted_runs.py).
+SWEEP_INTERVAL_S = 5.0
 DEFAULT_METRICS = (
     "trajectory_exact_match",
     "trajectory_in_order_match",
@@ -168,6 +172,7 @@ class WorkerCounters:
     sampled_out: int = 0
     errors: int = 0
     cycles: int = 0
+    forgotten_runs: int = 0  # deleted runs whose scores the sweep removed
     last_error: str = ""
     score_delays_s: list[float] = field(default_factory=list)
 
@@ -196,9 +201,17 @@ class EvaluatorWorker(RunQueueWorker):
         )
         self.version = self.config.version
         self.counters = WorkerCounters()
+        self._swept_at = float("-inf")
 
     def queue_keys(self) -> list[str]:
         return [self.version]
+
+    def cycle(self) -> None:
+        """Forget the scores of deleted runs (every few seconds), then drain the queue."""
+        if time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
+            self._swept_at = time.monotonic()
+            self.counters.forgotten_runs += delete_scores_of_deleted_runs(self.store)
+        super().cycle()
 
     def count_failure(self, message: str) -> None:
         self.counters.errors += 1

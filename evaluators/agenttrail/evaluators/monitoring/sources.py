@@ -6,8 +6,8 @@ costs 1.5-2x a scan without de-duplication, while `argMax(..., Version)` grouped
 FINAL. The one case FINAL does not cover is a run scored by two evaluator versions (the metric
 set changed and the new version re-scored recent runs): only those metrics take the per-run
 argMax path, found by a cheap query first. Scores are not joined to runs (that join costs
-another 3-5x), so the scores of a run that re-assembly deleted (a fallback root replaced by a
-late agent span, rare) still count until the evaluator's rows age out.
+another 3-5x): the evaluator deletes the scores of runs that re-assembly deleted instead
+(deleted_runs.py), within seconds.
 """
 
 from __future__ import annotations
