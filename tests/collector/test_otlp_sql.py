@@ -27,7 +27,7 @@ from agenttrail.collector.otlp_decode import (
     format_double,
     json_string,
 )
-from agenttrail.collector.otlp_sql import FORMAT_SETTINGS, SPOOL_SOURCE, span_rows_select
+from agenttrail.collector.otlp_sql import OTLP_TRACE_SCHEMA, SPOOL_SOURCE, format_settings, span_rows_select
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.spool import Spool
 from agenttrail.collector.store import Store, insert_select_sql, parse_store
@@ -178,7 +178,7 @@ def test_clickhouse_decoding_stores_the_rows_python_renders(
         span_rows_select,
         SPOOL_SOURCE,
         segment,
-        settings=FORMAT_SETTINGS,
+        settings=format_settings(store.location),
     )
     python_rows = [row for request in batch for row in decode_request(request).rows]
     store.insert_rows("spans_by_python", OTEL_TRACES_COLUMNS, python_rows)
@@ -216,18 +216,9 @@ def test_a_torn_record_is_cut_so_the_segment_still_loads(store: Store, tmp_path:
     """A crash mid-append leaves a partial record: reading the segment cuts it, and ClickHouse
     then stores the whole records before it."""
     request = ExportTraceServiceRequest()
-    span = (
-        request.resource_spans.add()
-        .scope_spans.add()
-        .spans.add(
-            trace_id=b"\x01" * 16,
-            span_id=b"\x02" * 8,
-            name="kept",
-            start_time_unix_nano=5,
-            end_time_unix_nano=9,
-        )
-    )
-    del span
+    spans = request.resource_spans.add().scope_spans.add().spans
+    spans.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="kept", start_time_unix_nano=5)
+    spans[0].end_time_unix_nano = 9
     spool = Spool(tmp_path / "spool")
     spool.append(request.SerializeToString())
     segment = spool.seal()
@@ -235,8 +226,9 @@ def test_a_torn_record_is_cut_so_the_segment_still_loads(store: Store, tmp_path:
     with segment.open("ab") as handle:
         handle.write(b"\x90\x03partial")  # says 400 bytes follow; 7 do
     assert Spool.read(segment) == [request.SerializeToString()]
+    settings = format_settings(store.location)
     store.insert_select_file(
-        "otel_traces", OTEL_TRACES_COLUMNS, span_rows_select, SPOOL_SOURCE, segment, settings=FORMAT_SETTINGS
+        "otel_traces", OTEL_TRACES_COLUMNS, span_rows_select, SPOOL_SOURCE, segment, settings=settings
     )
     assert store.query("SELECT SpanName, Duration FROM otel_traces") == [("kept", 4)]
 
@@ -271,8 +263,9 @@ def test_a_clickhouse_server_decodes_the_spool_as_python_does(tmp_path: Path) ->
         segment = spool.seal()
         assert segment is not None
         columns = OTEL_TRACES_COLUMNS
+        settings = format_settings(server.location)
         server.insert_select_file(
-            "otel_traces", columns, span_rows_select, SPOOL_SOURCE, segment, settings=FORMAT_SETTINGS
+            "otel_traces", columns, span_rows_select, SPOOL_SOURCE, segment, settings=settings
         )
         rows = [row for request in requests for row in decode_request(request).rows]
         server.insert_rows("spans_by_python", OTEL_TRACES_COLUMNS, rows)
@@ -280,3 +273,24 @@ def test_a_clickhouse_server_decodes_the_spool_as_python_does(tmp_path: Path) ->
     finally:
         server.command(f"DROP DATABASE IF EXISTS `{database}`")
         server.close()
+
+
+def test_the_embedded_store_keeps_its_schema_in_the_store_directory(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The schema file lives in the store directory; nothing is written where the process runs
+    (an inline schema made the engine cache a copy under `__cache__/` in the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    spool = Spool(tmp_path / "spool")
+    spool.append(awkward_request().SerializeToString())
+    segment = spool.seal()
+    assert segment is not None
+    settings = format_settings(store.location)
+    store.insert_select_file(
+        "otel_traces", OTEL_TRACES_COLUMNS, span_rows_select, SPOOL_SOURCE, segment, settings=settings
+    )
+    assert store.query("SELECT count() FROM otel_traces") == [(1,)]
+    assert store.location.path is not None
+    assert Path(str(settings["format_schema"])).parent == store.location.path / "format_schemas"
+    assert Path(str(settings["format_schema"])).read_text() == OTLP_TRACE_SCHEMA
+    assert not (tmp_path / "__cache__").exists()

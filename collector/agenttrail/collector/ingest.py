@@ -31,7 +31,7 @@ from agenttrail.collector.otlp_decode import (
     parse_json,
     parse_protobuf,
 )
-from agenttrail.collector.otlp_sql import FORMAT_SETTINGS, SPOOL_SOURCE, span_rows_select
+from agenttrail.collector.otlp_sql import SPOOL_SOURCE, format_settings, span_rows_select
 from agenttrail.collector.spool import Spool
 from agenttrail.collector.store import Store
 
@@ -72,6 +72,7 @@ class IngestPipeline:
         # Whether ClickHouse decodes spool segments; `start` checks the store can.
         self.clickhouse_decoding = clickhouse_decoding
         self._decoder_chosen = False
+        self._format_settings = format_settings(store.location)
         self._spool = Spool(spool_dir, fsync=spool_fsync)
         self._batch_max_rows = batch_max_rows
         self._flush_interval_s = flush_interval_s
@@ -287,7 +288,7 @@ class IngestPipeline:
             span_rows_select,
             SPOOL_SOURCE,
             segment,
-            settings=FORMAT_SETTINGS,
+            settings=self._format_settings,
             dedup_token=token,
         )
 

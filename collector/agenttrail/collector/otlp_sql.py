@@ -9,15 +9,16 @@ so span rendering and encoding, most of the per-span cost, leave the GIL.
 
 The schema is a subset of opentelemetry-proto's trace and common messages with the same
 field numbers (enums read as int32, which is the same wire type); fields it leaves out are
-skipped. It travels inline (`format_schema_source='string'`), so a ClickHouse server needs no
+skipped. A ClickHouse server gets it inline (`format_schema_source='string'`), so it needs no
 schema file; a server too old for that setting is detected at start-up and gets Python-rendered
-rows instead.
+rows instead. The embedded engine reads it from a file in the store directory: given inline,
+it would cache a copy under `__cache__/` in the process's working directory.
 """
 
 from __future__ import annotations
 
 from agenttrail.collector.otlp_decode import OTEL_TRACES_COLUMNS
-from agenttrail.collector.store import FileSource
+from agenttrail.collector.store import FileSource, StoreLocation
 
 OTLP_TRACE_SCHEMA = """
 syntax = "proto3";
@@ -94,13 +95,27 @@ INPUT_STRUCTURE = (
 # A spool segment as ClickHouse reads it: length-delimited ExportTraceServiceRequest messages.
 SPOOL_SOURCE = FileSource("Protobuf", INPUT_STRUCTURE)
 
-FORMAT_SETTINGS: dict[str, str | int] = {
-    "format_schema_source": "string",
-    "format_schema": OTLP_TRACE_SCHEMA,
-    "format_schema_message_name": "ExportTraceServiceRequest",
-    "input_format_protobuf_oneof_presence": 1,
-    "output_format_json_escape_forward_slashes": 0,
-}
+_SCHEMA_FILE = "format_schemas/agenttrail_otlp_trace.proto"
+
+
+def format_settings(location: StoreLocation) -> dict[str, str | int]:
+    """The query settings that read SPOOL_SOURCE on this store; for the embedded engine this
+    (re)writes the schema file in the store directory when its content differs."""
+    schema: dict[str, str | int] = {"format_schema_source": "string", "format_schema": OTLP_TRACE_SCHEMA}
+    if location.path is not None:
+        schema_file = location.path / _SCHEMA_FILE
+        if not schema_file.is_file() or schema_file.read_text() != OTLP_TRACE_SCHEMA:
+            schema_file.parent.mkdir(parents=True, exist_ok=True)
+            staged = schema_file.with_suffix(".tmp")
+            staged.write_text(OTLP_TRACE_SCHEMA)
+            staged.replace(schema_file)  # atomic: a reader never sees half a schema
+        schema = {"format_schema": str(schema_file)}
+    return {
+        **schema,
+        "format_schema_message_name": "ExportTraceServiceRequest",
+        "input_format_protobuf_oneof_presence": 1,
+        "output_format_json_escape_forward_slashes": 0,
+    }
 
 
 def _json_element(value: str) -> str:
