@@ -69,11 +69,10 @@ class IngestPipeline:
         clickhouse_decoding: bool = True,
     ) -> None:
         self._store = store
-        # Whether ClickHouse decodes spool segments; `start` checks the store can.
-        self.clickhouse_decoding = clickhouse_decoding
-        self._decoder_chosen = False
         self._format_settings = format_settings(store.location)
         self._spool = Spool(spool_dir, fsync=spool_fsync)
+        # Whether ClickHouse decodes spool segments: asked for, and the store can.
+        self.clickhouse_decoding = clickhouse_decoding and self._store_can_decode()
         self._batch_max_rows = batch_max_rows
         self._flush_interval_s = flush_interval_s
         self._max_queue_rows = max_queue_rows
@@ -139,7 +138,6 @@ class IngestPipeline:
 
     def replay(self) -> int:
         """Store what earlier runs acknowledged but did not store. Run before `start`."""
-        self._choose_decoder()
         replayed = 0
         for segment in self._spool.segments():
             batch = DecodedBatch()
@@ -156,7 +154,6 @@ class IngestPipeline:
         return replayed
 
     def start(self) -> None:
-        self._choose_decoder()
         self._thread = threading.Thread(target=self._run_writer, name="agenttrail-writer", daemon=True)
         self._thread.start()
 
@@ -256,11 +253,6 @@ class IngestPipeline:
             except Exception:
                 log.exception("arrival listener failed")
         return True
-
-    def _choose_decoder(self) -> None:
-        if self.clickhouse_decoding and not self._decoder_chosen:
-            self.clickhouse_decoding = self._store_can_decode()
-        self._decoder_chosen = True
 
     def _store_can_decode(self) -> bool:
         """Whether the store decodes a (here empty) spool segment; older servers cannot."""

@@ -67,10 +67,6 @@ COL_TRACE_ID = OTEL_TRACES_COLUMNS.index("TraceId")
 _SPAN_KINDS = ("Unspecified", "Internal", "Server", "Client", "Producer", "Consumer")
 _STATUS_CODES = ("Unset", "Ok", "Error")
 _MAX_ERROR_MESSAGES = 5
-_AGENT_MARKERS = {
-    (attr.GEN_AI_OPERATION_NAME, attr.OPERATION_INVOKE_AGENT),
-    (attr.OPENINFERENCE_SPAN_KIND, "AGENT"),
-}
 
 
 class OtlpDecodeError(ValueError):
@@ -111,6 +107,13 @@ class DecodedBatch:
             response.partial_success.rejected_spans = self.rejected
             response.partial_success.error_message = self.error_message
         return response
+
+    def accept_span(self, trace_id: str, is_agent: bool) -> None:
+        """Count a good span and note its trace (an agent span marks the trace for good)."""
+        self.accepted += 1
+        traces = self.traces
+        if is_agent or trace_id not in traces:
+            traces[trace_id] = is_agent or traces.get(trace_id, False)
 
     def extend(self, other: DecodedBatch) -> None:
         self.accepted += other.accepted
@@ -307,6 +310,11 @@ def _span_problem(span: Any) -> str | None:
     return None
 
 
+def _is_agent(operation: str | None, span_kind: str | None) -> bool:
+    """Whether a span's rendered operation / OpenInference kind make it an agent-run span."""
+    return operation == attr.OPERATION_INVOKE_AGENT or span_kind == "AGENT"
+
+
 def check_request(request: Any) -> DecodedBatch:
     """Validate a parsed request's spans and note their traces, without rendering rows.
 
@@ -314,8 +322,6 @@ def check_request(request: Any) -> DecodedBatch:
     same way (the last value of a repeated key counts, as in the decoded attribute map).
     """
     batch = DecodedBatch()
-    traces = batch.traces
-    accepted = 0
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
@@ -323,7 +329,6 @@ def check_request(request: Any) -> DecodedBatch:
                 if problem is not None:
                     batch.reject(f"span {span.name[:80]!r}: {problem}")
                     continue
-                accepted += 1
                 operation = span_kind = None
                 for kv in span.attributes:
                     key = kv.key
@@ -331,13 +336,11 @@ def check_request(request: Any) -> DecodedBatch:
                         operation = kv.value
                     elif key == attr.OPENINFERENCE_SPAN_KIND:
                         span_kind = kv.value
-                is_agent = (
-                    operation is not None and any_value_to_str(operation) == attr.OPERATION_INVOKE_AGENT
-                ) or (span_kind is not None and any_value_to_str(span_kind) == "AGENT")
-                trace_id = span.trace_id.hex()
-                if is_agent or trace_id not in traces:
-                    traces[trace_id] = is_agent or traces.get(trace_id, False)
-    batch.accepted = accepted
+                is_agent = _is_agent(
+                    None if operation is None else any_value_to_str(operation),
+                    None if span_kind is None else any_value_to_str(span_kind),
+                )
+                batch.accept_span(span.trace_id.hex(), is_agent)
     return batch
 
 
@@ -345,7 +348,6 @@ def decode_request(request: Any) -> DecodedBatch:
     """Turn a parsed ExportTraceServiceRequest into rows in OTEL_TRACES_COLUMNS order."""
     batch = DecodedBatch()
     rows = batch.rows
-    traces = batch.traces
     for resource_spans in request.resource_spans:
         resource_attrs = attributes_to_map(resource_spans.resource.attributes)
         service_name = resource_attrs.get("service.name", "")
@@ -359,21 +361,15 @@ def decode_request(request: Any) -> DecodedBatch:
                     continue
                 span_attrs = attributes_to_map(span.attributes)
                 trace_id = span.trace_id.hex()
-                is_agent = (
-                    attr.GEN_AI_OPERATION_NAME,
-                    span_attrs.get(attr.GEN_AI_OPERATION_NAME),
-                ) in _AGENT_MARKERS or (
-                    attr.OPENINFERENCE_SPAN_KIND,
-                    span_attrs.get(attr.OPENINFERENCE_SPAN_KIND),
-                ) in _AGENT_MARKERS
-                if is_agent or trace_id not in traces:
-                    traces[trace_id] = is_agent or traces.get(trace_id, False)
+                is_agent = _is_agent(
+                    span_attrs.get(attr.GEN_AI_OPERATION_NAME), span_attrs.get(attr.OPENINFERENCE_SPAN_KIND)
+                )
+                batch.accept_span(trace_id, is_agent)
                 start = span.start_time_unix_nano
                 status = span.status
                 kind = span.kind
                 events = span.events
                 links = span.links
-                batch.accepted += 1
                 rows.append(
                     (
                         ns_to_clickhouse(start),

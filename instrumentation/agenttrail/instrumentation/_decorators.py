@@ -131,8 +131,12 @@ class _SpanSpec:
         self.name = f"{operation} {label}"
         self.kind = SpanKind.CLIENT if operation == attr.OPERATION_CHAT else SpanKind.INTERNAL
         everything: dict[str, AttributeValue] = {attr.GEN_AI_OPERATION_NAME: operation, **static}
-        self.static = {key: value for key, value in everything.items() if key not in _MIRRORS}
-        self.mirrors = {key: value for key, value in everything.items() if key in _MIRRORS}
+        # Only str mirrors skip the SDK's check (always valid); anything else a caller passed
+        # stays with the start attributes, which the SDK cleans.
+        self.mirrors: dict[str, AttributeValue] = {
+            k: v for k, v in everything.items() if k in _MIRRORS and isinstance(v, str)
+        }
+        self.static = {k: v for k, v in everything.items() if k not in self.mirrors}
         self.in_keys: tuple[str, ...]
         self.out_keys: tuple[str, ...]
         if is_tool:
