@@ -93,6 +93,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bearer_token", None, _optional_str, "require 'Authorization: Bearer <token>' on OTLP and API"),
     Setting("tls_cert", None, _optional_str, "PEM certificate file for TLS on both receivers"),
     Setting("tls_key", None, _optional_str, "PEM private key file for TLS on both receivers"),
+    Setting("health_auth", False, _bool, "require the bearer token on /livez, /readyz and /healthz too"),
+    Setting(
+        "max_inflight_bytes",
+        32 * 1024 * 1024,
+        _positive_int,
+        "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
+    ),
+    Setting("http_max_connections", 1024, _positive_int, "open HTTP connections before refusing (503)"),
+    Setting("http_header_timeout_s", 10.0, _positive_float, "seconds a client has to send a request head"),
+    Setting("http_body_timeout_s", 30.0, _positive_float, "seconds a client has to send a request body"),
+    Setting("http_keepalive_timeout_s", 30.0, _positive_float, "seconds an idle keep-alive connection stays"),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -114,6 +125,12 @@ class SidecarConfig:
     bearer_token: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    health_auth: bool = False
+    max_inflight_bytes: int = 32 * 1024 * 1024
+    http_max_connections: int = 1024
+    http_header_timeout_s: float = 10.0
+    http_body_timeout_s: float = 30.0
+    http_keepalive_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
