@@ -13,7 +13,6 @@ goes out only after it returned, i.e. after the spool write.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import zlib
@@ -31,6 +30,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
+from agenttrail.collector.auth import bearer_ok
 from agenttrail.collector.errors import AgentTrailError, OverloadedError
 from agenttrail.collector.inflight import RETRY_AFTER_S, InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
@@ -149,11 +149,7 @@ class HttpApp:
     # -- helpers -------------------------------------------------------------------------
 
     def authorized(self, request: Request) -> bool:
-        token = self.options.bearer_token
-        if not token:
-            return True
-        given = request.headers.get("authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+        return bearer_ok(request.headers.get("authorization"), self.options.bearer_token)
 
     async def _read_body(self, request: Request, reservation: _Reservation) -> bytes:
         """The whole body, decompressed, within the size limit, the deadline and the budget."""

@@ -26,7 +26,7 @@ from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
-from agenttrail.collector.schema import MIGRATIONS, Migration, migrate
+from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, apply_retention, migrate
 from agenttrail.collector.store import Store, StoreLocation, parse_store
 
 if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read commands start fast
@@ -221,6 +221,12 @@ class Sidecar:
 
         self.store = Store(self.location)
         migrate(self.store, tuple(self.migrations))
+        apply_retention(
+            self.store,
+            Retention(
+                config.retention_spans_days, config.retention_trajectories_days, config.retention_scores_days
+            ),
+        )
         self.assembler = Assembler(
             self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
         )
