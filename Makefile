@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,22 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
+
+# The OpenTelemetry JS SDK as a real client (tests/peers): the pinned npm packages install once
+# into .peers/js/ (git-ignored) with the machine's node; reinstalled when the lock file changes.
+# `make unit` runs tests/peers/test_js_sdk.py too (it calls `make peers-js` when needed).
+PEERS_JS := .peers/js/node_modules/.installed
+
+$(PEERS_JS): tests/peers/js/package.json tests/peers/js/package-lock.json
+	mkdir -p .peers/js
+	cp tests/peers/js/package.json tests/peers/js/package-lock.json .peers/js/
+	cd .peers/js && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+peers-js: $(PEERS_JS)
+
+test-peers-js: $(STAMP) $(PEERS_JS)
+	$(BIN)/python -m pytest -q tests/peers/test_js_sdk.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
