@@ -184,7 +184,10 @@ def _walk(
     if isinstance(value, dict | list | tuple):
         items: Any = value
     else:
-        items = fields_of(value)
+        try:
+            items = fields_of(value)
+        except Exception:  # a field that cannot be read: rendered as a placeholder anyway
+            return value
         if items is None:
             return value
     if id(value) in path:
