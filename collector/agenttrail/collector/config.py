@@ -93,6 +93,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bearer_token", None, _optional_str, "require 'Authorization: Bearer <token>' on OTLP and API"),
     Setting("tls_cert", None, _optional_str, "PEM certificate file for TLS on both receivers"),
     Setting("tls_key", None, _optional_str, "PEM private key file for TLS on both receivers"),
+    Setting(
+        "span_max_age_days",
+        3650.0,
+        _positive_float,
+        "spans that started longer ago than this are rejected (partial_success names them)",
+    ),
+    Setting(
+        "span_max_future_s",
+        86_400.0,
+        _positive_float,
+        "spans that start further ahead of the collector's clock are rejected",
+    ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -114,6 +126,8 @@ class SidecarConfig:
     bearer_token: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    span_max_age_days: float = 3650.0
+    span_max_future_s: float = 86_400.0
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
