@@ -114,6 +114,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http_header_timeout_s", 10.0, _positive_float, "seconds a client has to send a request head"),
     Setting("http_body_timeout_s", 30.0, _positive_float, "seconds a client has to send a request body"),
     Setting("http_keepalive_timeout_s", 30.0, _positive_float, "seconds an idle keep-alive connection stays"),
+    Setting(
+        "span_max_age_days",
+        3650.0,
+        _positive_float,
+        "spans that started longer ago than this are rejected (partial_success names them)",
+    ),
+    Setting(
+        "span_max_future_s",
+        86_400.0,
+        _positive_float,
+        "spans that start further ahead of the collector's clock are rejected",
+    ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -144,6 +156,8 @@ class SidecarConfig:
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0
     http_keepalive_timeout_s: float = 30.0
+    span_max_age_days: float = 3650.0
+    span_max_future_s: float = 86_400.0
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import grpc
 
 from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.errors import StoreLocked
 from agenttrail.collector.grpc_receiver import GrpcReceiver
@@ -239,6 +240,7 @@ class Sidecar:
             max_queue_rows=config.max_queue_spans,
             spool_fsync=config.spool_fsync,
             on_stored=self.assembler.notify,
+            limits=SpanLimits(max_age_days=config.span_max_age_days, max_future_s=config.span_max_future_s),
         )
         self.pipeline.replay()
         self.assembler.recover()
@@ -316,9 +318,13 @@ class Sidecar:
             "pending_traces": self.assembler.pending_count if self.assembler else 0,
             "dead_workers": dead,
         }
+        ready = True
+        if self.pipeline is not None:
+            # Store reachability, writer backlog, quarantine and disk, each on its own.
+            ready, detail["ingest"] = self.pipeline.readiness()
         for key, describe in self.health_details.items():
             detail[key] = describe()
-        return not dead and not store_down, detail
+        return not dead and not store_down and ready, detail
 
     def dead_workers(self) -> list[str]:
         dead = [
