@@ -158,6 +158,16 @@ MIGRATIONS: tuple[Migration, ...] = (
         "trajectories.Model",
         ("ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS Model LowCardinality(String) AFTER ServiceName",),
     ),
+    # The tools the trace says the agent could call (judges' `available_tools`, spec/judges.md),
+    # and whether the run's root span never arrived (an agent span that never ended).
+    Migration(
+        3,
+        "trajectories.AvailableTools, trajectories.Incomplete",
+        (
+            "ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS AvailableTools String DEFAULT '[]'",
+            "ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS Incomplete UInt8 DEFAULT 0",
+        ),
+    ),
 )
 
 MIGRATIONS_TABLE = """
