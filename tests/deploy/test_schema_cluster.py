@@ -190,3 +190,30 @@ def test_the_readme_sql_parses_and_names_real_settings(store: Store) -> None:
             ) == [(1,)], name
     documented = set(re.findall(r"`(retention_\w+_days)`", text))
     assert documented == {s.name for s in SETTINGS if s.name.startswith("retention_")}
+
+
+@pytest.mark.slow
+def test_the_sidecar_runs_on_the_cluster_layout(tmp_path: Path) -> None:
+    """On the cluster DDL's tables (Distributed over local tables, in an engine given a cluster
+    and the README's settings profile), the unchanged sidecar runs no DDL of its own, stores the
+    spans, assembles and scores every run through the Distributed tables, stays healthy, and
+    the configured TTL is on the local table."""
+    import json
+    import sys
+
+    from .tools import run
+
+    runs = 20
+    result = run(
+        sys.executable, Path(__file__).parent / "cluster_sidecar.py", tmp_path, str(runs), timeout=400
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(summary["engines"].values()) == {"Distributed"}, summary["engines"]
+    assert summary["spans"] == 3 * runs
+    assert summary["runs"] == runs
+    assert summary["failed"] == runs // 4
+    assert summary["scored_runs"] == runs
+    assert summary["per_shard_runs"] == {"shard_1": runs}
+    assert "TTL toDateTime(Timestamp) + toIntervalDay(30)" in summary["ttl"]
+    assert summary["health"] is True
