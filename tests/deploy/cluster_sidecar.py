@@ -44,6 +44,7 @@ def main(workdir: Path, runs: int) -> None:
     from agenttrail.collector.cli import SCHEMA_MIGRATIONS, build_sidecar
     from agenttrail.collector.cluster_ddl import cluster_ddl
     from agenttrail.collector.config import SidecarConfig
+    from agenttrail.collector.errors import StoreError
     from agenttrail.collector.schema import Retention
 
     store_dir = workdir / "store"
@@ -157,6 +158,11 @@ def main(workdir: Path, runs: int) -> None:
             )[0][0],
             "health": sidecar.health()[0],
         }
+        try:  # the evaluator's sweep of deleted runs' scores (deploy/README.md: --replicas-only)
+            store.command("DELETE FROM scores WHERE TraceId = ''")
+            summary["delete"] = "ok"
+        except StoreError as exc:
+            summary["delete"] = str(exc)
     finally:
         sidecar.stop()
     print(json.dumps(summary, default=str))

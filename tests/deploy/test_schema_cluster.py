@@ -217,3 +217,5 @@ def test_the_sidecar_runs_on_the_cluster_layout(tmp_path: Path) -> None:
     assert summary["per_shard_runs"] == {"shard_1": runs}
     assert "TTL toDateTime(Timestamp) + toIntervalDay(30)" in summary["ttl"]
     assert summary["health"] is True
+    # What the README says does not work through a Distributed table.
+    assert "DELETE query is not supported" in summary["delete"]
