@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
+DEPLOY_STAMP := $(VENV)/.deploy-tools
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,10 +39,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
 
-unit: $(STAMP) $(EMBEDDINGS_STAMP)
+unit: $(STAMP) $(EMBEDDINGS_STAMP) $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# deploy/ checked by real tools (tests/deploy): Debian's prometheus and prometheus-alertmanager
+# installed once if missing; `unit` runs these tests too.
+$(DEPLOY_STAMP): tests/deploy/install-tools.sh | $(STAMP)
+	bash tests/deploy/install-tools.sh
+	touch $(DEPLOY_STAMP)
+
+test-deploy: $(STAMP) $(DEPLOY_STAMP)
+	$(BIN)/python -m pytest tests/deploy -q
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
