@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto test-frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ unit: $(STAMP) $(EMBEDDINGS_STAMP)
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# Real agent frameworks sending spans to a real sidecar (tests/frameworks; `unit` runs them too).
+# Each framework gets a venv in .peers/frameworks/, built once with uv and reused while its pins hold.
+test-frameworks: $(STAMP)
+	$(BIN)/python -m pytest -q tests/frameworks
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
