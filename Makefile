@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 DEPLOY_STAMP := $(VENV)/.deploy-tools
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy test-frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ $(DEPLOY_STAMP): tests/deploy/install-tools.sh | $(STAMP)
 
 test-deploy: $(STAMP) $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest tests/deploy -q
+# Real agent frameworks sending spans to a real sidecar (tests/frameworks; `unit` runs them too).
+# Each framework gets a venv in .peers/frameworks/, built once with uv and reused while its pins hold.
+test-frameworks: $(STAMP)
+	$(BIN)/python -m pytest -q tests/frameworks
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
