@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from agenttrail.collector.store import Store
+if TYPE_CHECKING:
+    from agenttrail.collector.store import Store
 
 log = logging.getLogger(__name__)
 
