@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agenttrail.collector.cli import (
+    SCHEMA_MIGRATIONS,
     SIDECAR_EXTENSIONS,
     BadInput,
     LazyGroup,
@@ -37,6 +38,8 @@ from agenttrail.collector.config import EXTENSION_SECTIONS
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
 
 if TYPE_CHECKING:
@@ -139,6 +142,7 @@ LAZY_COMMANDS = {
 }
 for _name, (_target, _help) in LAZY_COMMANDS.items():
     cli.add_lazy_command(_name, _target, _help)
+SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if m not in SCHEMA_MIGRATIONS)
 
 
 def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
