@@ -2,33 +2,68 @@
 
 Read commands work while `serve` holds the embedded store: they find the running sidecar
 through the store's lock file and ask its HTTP API instead of opening the directory.
+
+Importing this module must stay cheap (`agenttrail --help` and reads through serve start in a
+fraction of a second): the sidecar, the ClickHouse driver and the evaluators' heavy libraries
+load inside the commands that use them, never at the top of a command module.
+
+Exit codes, for every command: 0 done; 1 failed otherwise; 2 usage error (a bad option or
+argument); 3 bad input (a file or rows that cannot be used); 4 store unavailable (the store or
+the sidecar holding it cannot be reached, or another process holds it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
+import re
 import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agenttrail.collector.config import SETTINGS, SidecarConfig, load_config
-from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.durations import format_duration
+from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreLocked, StoreUnavailable
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
 from agenttrail.collector.schema import MIGRATIONS, MIGRATIONS_TABLE, Migration, Retention, migrate
-from agenttrail.collector.sidecar import Sidecar, read_lock_holder
 from agenttrail.collector.store import Store, parse_store
+from agenttrail.collector.store_lock import read_lock_holder
+
+if TYPE_CHECKING:
+    from agenttrail.collector.sidecar import Sidecar
 
 log = logging.getLogger("agenttrail")
+
+EXIT_BAD_INPUT = 3
+EXIT_STORE_UNAVAILABLE = 4
+
+
+class BadInput(click.ClickException):
+    """A file or rows the user gave cannot be used (exit 3)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class NoStore(click.ClickException):
+    """The store, or the sidecar holding it, cannot be reached or is held by another process (exit 4)."""
+
+    exit_code = EXIT_STORE_UNAVAILABLE
+
+
+def cli_error(exc: AgentTrailError) -> click.ClickException:
+    """Our error as the CLI's, with the documented exit code."""
+    if isinstance(exc, StoreUnavailable | StoreLocked):
+        return NoStore(str(exc))
+    if isinstance(exc, ConfigError):
+        return BadInput(str(exc))
+    return click.ClickException(str(exc))
 
 
 def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,15 +73,16 @@ def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
         "config_file",
         type=click.Path(dir_okay=False),
         envvar="AGENTTRAIL_CONFIG",
-        help="YAML config file (settings under 'collector:').",
+        help="YAML config file (settings under 'collector:') [env AGENTTRAIL_CONFIG; default: none].",
     )(function)
     function = click.option(
-        "--database", default=None, help="ClickHouse database [env AGENTTRAIL_DATABASE]."
+        "--database", default=None, help="ClickHouse database [env AGENTTRAIL_DATABASE; default: agenttrail]."
     )(function)
     function = click.option(
         "--store",
         default=None,
-        help="Embedded store directory or http(s):// ClickHouse URL [env AGENTTRAIL_STORE].",
+        help="Embedded store directory or http(s):// ClickHouse URL "
+        "[env AGENTTRAIL_STORE; default: ./agenttrail-data].",
     )(function)
     return function
 
@@ -55,7 +91,7 @@ def config_from(options: dict[str, Any], config_file: str | None) -> SidecarConf
     try:
         return load_config(options, config_file=config_file)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 def emit_rows(
@@ -95,6 +131,10 @@ class SidecarApi:
         self.token = token
 
     def get_lines(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        import urllib.error  # here, not at the top: `--help` does not need http.client
+        import urllib.parse
+        import urllib.request
+
         url = f"{self.base_url}{path}?{urllib.parse.urlencode(params)}"
         request = urllib.request.Request(url)
         if self.token:
@@ -106,11 +146,13 @@ class SidecarApi:
             detail = exc.read().decode(errors="replace")
             with contextlib.suppress(ValueError):
                 detail = json.loads(detail).get("message", detail)
+            if exc.code == 400:
+                raise click.BadParameter(str(detail)) from exc
             raise click.ClickException(
                 f"the sidecar at {self.base_url} answered {exc.code}: {detail}"
             ) from exc
         except urllib.error.URLError as exc:
-            raise click.ClickException(
+            raise NoStore(
                 f"cannot reach the sidecar at {self.base_url} ({exc.reason}); is `agenttrail serve` running?"
             ) from exc
         return [json.loads(line) for line in body.splitlines() if line.strip()]
@@ -130,18 +172,18 @@ def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
                 time.sleep(0.2)  # the sidecar is still migrating or replaying its spool
                 holder = read_lock_holder(location.path, location.database)
             if holder is not None and holder.starting:
-                raise click.ClickException(f"{holder.describe()} is still starting; try again shortly")
+                raise NoStore(f"{holder.describe()} is still starting; try again shortly")
             if holder is not None and holder.http:
                 scheme = "https" if config.tls_cert else "http"
                 return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)
             if not location.path.exists():
-                raise click.ClickException(
+                raise NoStore(
                     f"no store at {location.path}: run `agenttrail serve --store {location.path}` first, "
                     "or pass --store"
                 )
         return Store(location)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 def read_rows(
@@ -164,11 +206,60 @@ def read_rows(
             return local(source)
         finally:
             source.close()
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def short_help(text: str, limit: int) -> str:
+    """`text` cut at a word to fit `limit` characters, as click shortens a command's help."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+
+
+class LazyGroup(click.Group):
+    """A group whose heavier commands are imported only when one of them runs: `--help` lists
+    them from a short help given at registration (a test keeps it equal to the command's own)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, str]] = {}
+
+    def add_lazy_command(self, name: str, target: str, short_help: str) -> None:
+        """`target` is `module` (which registers `name` on import) or `module:attribute` (added here)."""
+        self.lazy[name] = (target, short_help)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module_name, _, attribute = self.lazy[cmd_name][0].partition(":")
+            module = importlib.import_module(module_name)
+            if attribute:
+                self.add_command(getattr(module, attribute), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max((len(name) for name in self.list_commands(ctx)), default=0)
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is None:
+                rows.append((name, short_help(self.lazy[name][1], limit)))
+            elif not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--log-level",
     default="INFO",
@@ -181,17 +272,42 @@ def cli(log_level: str) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def _setting_type(name: str, default: Any) -> tuple[click.ParamType[Any, Any], str | None]:
+    """The click type (and metavar) of a setting, from its default: numbers show and check as
+    numbers, addresses as HOST:PORT, files and directories as paths."""
+    if isinstance(default, bool):
+        return click.BOOL, None
+    if isinstance(default, int):
+        return click.IntRange(min=1), None
+    if isinstance(default, float):
+        return click.FloatRange(min=0), None
+    if isinstance(default, str) and re.fullmatch(r".+:\d+", default):
+        return click.STRING, "HOST:PORT"
+    if name.endswith("_dir"):
+        return click.Path(file_okay=False), None
+    if name.startswith("tls_"):
+        return click.Path(dir_okay=False), None
+    return click.STRING, None
+
+
+def _shown(default: Any) -> str:
+    return "none" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+
+
 def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
     skip = {"store", "database"}
     for setting in reversed(SETTINGS):
         if setting.name in skip:
             continue
         flag = "--" + setting.name.replace("_", "-")
+        kind, metavar = _setting_type(setting.name, setting.default)
         function = click.option(
             flag,
             setting.name,
-            default=None,
-            help=f"{setting.help} [env {setting.env}; default {setting.default}]",
+            type=kind,
+            metavar=metavar,
+            default=None,  # unset: the environment, the config file, then the default apply
+            help=f"{setting.help} [env {setting.env}; default: {_shown(setting.default)}]",
         )(function)
     return function
 
@@ -205,14 +321,14 @@ def serve(config_file: str | None, **options: Any) -> None:
     try:
         sidecar = build_sidecar(config, config_file)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         sidecar.start()
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     click.echo(
         f"agenttrail serving on {sidecar.location.describe()}: "
         f"OTLP/gRPC {sidecar.grpc.address if sidecar.grpc else '-'}, "
@@ -233,6 +349,8 @@ def serve(config_file: str | None, **options: Any) -> None:
 
 def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Sidecar:
     """The sidecar with every worker installed; evaluators extend this hook."""
+    from agenttrail.collector.sidecar import Sidecar
+
     sidecar = Sidecar(config)
     for install in SIDECAR_EXTENSIONS:
         install(sidecar, config_file)
@@ -262,7 +380,11 @@ def run_filter_options(default_limit: int) -> Callable[[Callable[..., Any]], Cal
         click.option("--until", help="Runs started before, same forms as --since."),
         click.option("--agent", help="Only this agent."),
         click.option("--task", help="Only this task."),
-        click.option("--trace", "trace_id", help="Only this trace id (32 hex)."),
+        click.option(
+            "--trace",
+            "trace_id",
+            help="Only this trace id, or a unique prefix of it (8+ hex, as tables print).",
+        ),
         click.option("--limit", default=default_limit, show_default=True, type=click.IntRange(min=1)),
         click.option(
             "--format",
@@ -299,6 +421,31 @@ def run_filter(
         raise click.BadParameter(str(exc)) from exc
 
 
+def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | None) -> str | None:
+    """The full trace id a prefix (8+ hex, as tables print them) stands for. No match leaves the
+    prefix (the command then finds nothing); two or more is a usage error listing them."""
+    if trace_id is None:
+        return None
+    trace_id = trace_id.strip().lower()
+    try:
+        where = TrajectoryFilter(trace_id=trace_id, limit=1000)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc), param_hint="trace id") from exc
+    if len(trace_id) == 32:
+        return trace_id
+    rows = read_rows(
+        config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
+    )
+    found = sorted({row["trace_id"] for row in rows})
+    if len(found) > 1:
+        listed = "\n  ".join(found[:10]) + ("\n  ..." if len(found) > 10 else "")
+        raise click.BadParameter(
+            f"{trace_id!r} is the start of {len(found)} trace ids; give more of it:\n  {listed}",
+            param_hint="trace id",
+        )
+    return found[0] if found else trace_id
+
+
 @cli.command()
 @store_options
 @run_filter_options(default_limit=100)
@@ -317,6 +464,7 @@ def trajectories(
 ) -> None:
     """List agent runs with their tool calls, newest first."""
     config = config_from({"store": store, "database": database}, config_file)
+    trace_id = resolve_trace_id(config, server, trace_id)
     where = run_filter(since, until, agent, task, trace_id, limit)
     runs = read_rows(
         config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
@@ -331,7 +479,7 @@ def trajectories(
             run["trace_id"][:12],
             run["agent"],
             run["task"],
-            f"{run['latency_s']:.3f}s",
+            format_duration(run["latency_s"]),
             run["error_type"] or "error" if run["failure"] else "ok",
             trajectory_summary(run["tool_calls"]),
         ),

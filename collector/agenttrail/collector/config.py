@@ -12,8 +12,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agenttrail.collector.errors import ConfigError
 
 DEFAULT_STORE = "./agenttrail-data"
@@ -177,6 +175,8 @@ def read_config_document(path: str | Path, wanted: str | None = None) -> dict[st
     section the caller `wanted` from it, when it cannot be read, is not YAML or is not a mapping."""
     file = Path(path)
     reading = f" (reading its {wanted!r} section)" if wanted else ""
+    import yaml  # only when a config file is given: the CLI starts without it
+
     try:
         document = yaml.safe_load(file.read_text()) or {}
     except OSError as exc:

@@ -9,13 +9,14 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agenttrail.collector.store import Store
+if TYPE_CHECKING:
+    from agenttrail.collector.store import Store
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_HEX_ID = re.compile(r"^[0-9a-f]{8,32}$")  # a trace id or a prefix of one, as tables print
 
 
 class QueryError(ValueError):
@@ -48,8 +49,10 @@ class TrajectoryFilter:
     limit: int = 1000
 
     def __post_init__(self) -> None:
-        if self.trace_id is not None and not _HEX32.match(self.trace_id):
-            raise QueryError(f"trace id {self.trace_id!r} must be 32 lowercase hex characters")
+        if self.trace_id is not None and not _HEX_ID.match(self.trace_id):
+            raise QueryError(
+                f"trace id {self.trace_id!r} must be 32 lowercase hex characters, or a prefix of 8 or more"
+            )
         if self.limit < 1:
             raise QueryError(f"limit must be at least 1, got {self.limit}")
 
@@ -79,7 +82,10 @@ class TrajectoryFilter:
         for column, key in (("Agent", "agent"), ("Task", "task"), ("TraceId", "trace_id")):
             value = getattr(self, key)
             if value:
-                clauses.append(f"{column} = {{{key}:String}}")
+                prefix = key == "trace_id" and len(value) < 32
+                clauses.append(
+                    f"startsWith({column}, {{{key}:String}})" if prefix else f"{column} = {{{key}:String}}"
+                )
                 params[key] = value
         return clauses, params
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from agenttrail.collector.store import Store
+if TYPE_CHECKING:
+    from agenttrail.collector.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,9 @@ naming the holder, and read commands find the running sidecar's HTTP API through
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,13 +18,13 @@ import grpc
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
-from agenttrail.collector.errors import StoreLocked
 from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, apply_retention, migrate
 from agenttrail.collector.store import Store, StoreLocation, parse_store
+from agenttrail.collector.store_lock import LockHolder, StoreLock, read_lock_holder  # noqa: F401  re-exported
 
 if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read commands start fast
     from starlette.types import ASGIApp
@@ -36,11 +32,6 @@ if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read 
     from agenttrail.collector.http_receiver import HttpReceiver, PageRoute, ReadRoute
 
 log = logging.getLogger(__name__)
-
-
-def lock_file(directory: Path, database: str) -> Path:
-    """One lock per database: chDB itself already refuses a second process on the directory."""
-    return directory / f"agenttrail.{database}.lock"
 
 
 class Worker(Protocol):
@@ -51,93 +42,6 @@ class Worker(Protocol):
     def start(self) -> None: ...
     def stop(self, timeout_s: float = 10.0) -> None: ...
     def alive(self) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class LockHolder:
-    pid: int
-    http: str
-    grpc: str
-    starting: bool = False  # addresses are not bound yet (migrating, replaying the spool)
-
-    def describe(self) -> str:
-        return f"agenttrail serve (pid {self.pid}, http {self.http}, grpc {self.grpc})"
-
-
-class StoreLock:
-    """An flock on `<store>/agenttrail.<database>.lock`; released by the kernel if the process dies."""
-
-    def __init__(self, directory: Path, database: str) -> None:
-        self.path = lock_file(directory, database)
-        self._fd: int | None = None
-
-    def acquire(self, info: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            holder = _read_holder(self.path)
-            who = holder.describe() if holder else "another process"
-            raise StoreLocked(
-                f"the embedded store {self.path.parent} is in use by {who}; stop it, or give this "
-                "command another --store directory"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), **info}).encode())
-        self._fd = fd
-
-    def update(self, info: dict[str, Any]) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            os.pwrite(self._fd, json.dumps({"pid": os.getpid(), **info}).encode(), 0)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def read_lock_holder(directory: Path, database: str) -> LockHolder | None:
-    """The live sidecar holding this store directory: the one serving `database` if any,
-    else any other (chDB admits one process per directory, whatever its database)."""
-    holder = _read_holder(lock_file(directory, database))
-    if holder is not None:
-        return holder
-    for path in sorted(directory.glob("agenttrail.*.lock")):
-        holder = _read_holder(path)
-        if holder is not None:
-            return holder
-    return None
-
-
-def _read_holder(path: Path) -> LockHolder | None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            data = os.read(fd, 4096)
-            try:
-                info = json.loads(data)
-                return LockHolder(
-                    int(info["pid"]),
-                    str(info.get("http", "")),
-                    str(info.get("grpc", "")),
-                    bool(info.get("starting")),
-                )
-            except (ValueError, KeyError):
-                return LockHolder(0, "", "")
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 class Sidecar:

@@ -16,10 +16,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-import clickhouse_connect
-from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-
 from agenttrail.collector.errors import StoreError, StoreLocked, StoreUnavailable
+
+
+def _driver_errors() -> tuple[type[Exception], type[Exception]]:
+    """clickhouse-connect's (DatabaseError, OperationalError). The driver is imported when a
+    store is first opened, not with this module: `agenttrail --help` and reads through a
+    running sidecar never load it."""
+    from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+    return DatabaseError, OperationalError
+
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DATABASE = "agenttrail"
@@ -104,7 +111,7 @@ def _translate(exc: Exception, location: StoreLocation) -> StoreError:
             f"{location.describe()} is in use by another process ({text.splitlines()[0][:200]}); "
             "stop that process or point --store at another directory"
         )
-    if isinstance(exc, OperationalError) or "Connection refused" in text or "Max retries" in text:
+    if isinstance(exc, _driver_errors()[1]) or "Connection refused" in text or "Max retries" in text:
         return StoreUnavailable(
             f"cannot reach {location.describe()}: {text.splitlines()[0][:300]}. "
             "Check the URL and that ClickHouse is running."
@@ -122,6 +129,8 @@ class Store:
     def __init__(self, location: StoreLocation, *, create_database: bool = True) -> None:
         self.location = location
         self._lock = threading.Lock()
+        import clickhouse_connect
+
         try:
             if location.path is not None:
                 location.path.mkdir(parents=True, exist_ok=True)
@@ -131,7 +140,7 @@ class Store:
             if create_database:
                 self._client.command(f"CREATE DATABASE IF NOT EXISTS `{location.database}`")
             self._client.database = location.database
-        except (DatabaseError, OperationalError, OSError, RuntimeError) as exc:
+        except (*_driver_errors(), OSError, RuntimeError) as exc:
             raise _translate(exc, location) from exc
 
     def clone(self) -> Store:
@@ -142,7 +151,7 @@ class Store:
         try:
             with self._lock:
                 return self._client.command(sql, parameters=dict(parameters or {}))
-        except (DatabaseError, OperationalError, OSError) as exc:
+        except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
     def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -150,7 +159,7 @@ class Store:
             with self._lock:
                 result = self._client.query(sql, parameters=dict(parameters or {}))
                 return [tuple(row) for row in result.result_rows]
-        except (DatabaseError, OperationalError, OSError) as exc:
+        except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
     def insert_rows(
@@ -181,7 +190,7 @@ class Store:
                 self._client.raw_insert(
                     table, list(columns), payload, settings=all_settings or None, fmt="JSONCompactColumns"
                 )
-        except (DatabaseError, OperationalError, OSError) as exc:
+        except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
     def insert_select_file(
@@ -211,7 +220,7 @@ class Store:
                     self._client.command(sql, parameters={"path": str(path)}, settings=all_settings)
                 else:
                     self._client.command(sql, data=path.read_bytes(), settings=all_settings)
-        except (DatabaseError, OperationalError, OSError) as exc:
+        except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
     def ping(self) -> bool:

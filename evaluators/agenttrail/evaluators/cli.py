@@ -11,22 +11,25 @@ import json
 import signal
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-import agenttrail.evaluators.cli_criteria
 from agenttrail.collector.cli import (
     SCHEMA_MIGRATIONS,
     SIDECAR_EXTENSIONS,
+    BadInput,
+    LazyGroup,
     SidecarApi,
     build_sidecar,
     cli,
+    cli_error,
     config_from,
     emit_rows,
     format_table,
     read_rows,
     read_via,
+    resolve_trace_id,
     run_filter,
     run_filter_options,
     store_options,
@@ -34,31 +37,27 @@ from agenttrail.collector.cli import (
 from agenttrail.collector.config import EXTENSION_SECTIONS
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
-from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators import (
-    cli_monitoring,  # noqa: F401  stats, drift, the drift monitor
-    cli_report,  # noqa: F401  registers `agenttrail report`
-)
-from agenttrail.evaluators.api import install_api
-from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
-from agenttrail.evaluators.cli_offline import evaluate_command
 from agenttrail.evaluators.cli_read import READ_MIGRATIONS
 from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS
-from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
-from agenttrail.evaluators.judges import ClientPool
-from agenttrail.evaluators.monitoring.export_install import install_export_and_report
-from agenttrail.evaluators.reference_store import latest_references, store_reference_set
-from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
-from agenttrail.evaluators.scores import ScoreFilter, query_scores
-from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+
+if TYPE_CHECKING:
+    from agenttrail.collector.sidecar import Sidecar
 
 ALL_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS)
 
 
 def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     """Add the evaluator's tables, worker and read API to a sidecar before it starts."""
+    from agenttrail.evaluators.api import install_api
+    from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
+    from agenttrail.evaluators.judges import ClientPool
+    from agenttrail.evaluators.monitoring.alerts.install import install_alerts
+    from agenttrail.evaluators.monitoring.export_install import install_export_and_report
+    from agenttrail.evaluators.scores import ScoreFilter, query_scores
+    from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+
     config = EvaluatorConfig.from_file(config_file)
     sidecar.migrations.extend(EVALUATOR_MIGRATIONS)
     worker = EvaluatorWorker(sidecar.new_store, config)
@@ -80,11 +79,69 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     install_api(sidecar, config.metrics, config_file, judge_clients)
 
 
+def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
+    """The criteria table, saved-set judges' store and read route (agenttrail.evaluators.cli_criteria)."""
+    from agenttrail.evaluators.cli_criteria import install_criteria as install
+
+    install(sidecar, config_file)
+
+
+def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
+    """The drift table, monitor and stats/drift routes (agenttrail.evaluators.cli_monitoring)."""
+    from agenttrail.evaluators.cli_monitoring import install_monitoring as install
+
+    install(sidecar, config_file)
+
+
+# The order the command modules used to register themselves in: criteria first, so that judges
+# built by later extensions find its store binding.
+SIDECAR_EXTENSIONS.insert(0, install_criteria)
+SIDECAR_EXTENSIONS.append(install_monitoring)
 SIDECAR_EXTENSIONS.append(install_evaluator)
 EXTENSION_SECTIONS.update(
     ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
 )
-cli.add_command(evaluate_command)
+
+# Commands whose modules load on use; `agenttrail --help` shows these short helps (kept equal to
+# the commands' own by tests/evaluators/test_cli_start.py).
+assert isinstance(cli, LazyGroup)
+LAZY_COMMANDS = {
+    "alerts": (
+        "agenttrail.evaluators.cli_alerts",
+        "Pending and firing alerts (with --all, resolved ones too): state, since, value, rule, group.",
+    ),
+    "audit": (
+        "agenttrail.evaluators.cli_judges",
+        "Every evaluator's decision on a run (the deterministic one and each configured judge).",
+    ),
+    "backfill": (
+        "agenttrail.evaluators.cli_judges",
+        "Judge past runs with a new or changed judge (its current version).",
+    ),
+    "criteria": (
+        "agenttrail.evaluators.cli_criteria",
+        "Discover evaluation criteria for an agent (AgentEval), check them, and save reviewed sets.",
+    ),
+    "drift": (
+        "agenttrail.evaluators.cli_monitoring",
+        "Compare each agent's recent window with a baseline, metric by metric, and call drift.",
+    ),
+    "evaluate": (
+        "agenttrail.evaluators.cli_offline:evaluate_command",
+        "Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows).",
+    ),
+    "report": (
+        "agenttrail.evaluators.cli_report",
+        "Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with drift "
+        "points and alert periods marked, and the worst runs with their trajectories.",
+    ),
+    "stats": (
+        "agenttrail.evaluators.cli_monitoring",
+        "Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores.",
+    ),
+}
+for _name, (_target, _help) in LAZY_COMMANDS.items():
+    cli.add_lazy_command(_name, _target, _help)
 SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if m not in SCHEMA_MIGRATIONS)
 
 
@@ -100,7 +157,7 @@ def open_store(store: str | None, database: str | None, config_file: str | None)
     try:
         migrate(source, ALL_MIGRATIONS)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     return source
 
 
@@ -114,10 +171,13 @@ def references() -> None:
 @store_options
 def references_load(file: str, store: str | None, database: str | None, config_file: str | None) -> None:
     """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task."""
+    from agenttrail.evaluators.reference_store import store_reference_set
+    from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
+
     try:
         reference_set = load_reference_set(file)
     except ReferenceSetError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise BadInput(str(exc)) from exc
     target = open_store(store, database, config_file)
     try:
         result = store_reference_set(target, reference_set, source=file)
@@ -136,6 +196,8 @@ def references_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str
 ) -> None:
     """The current reference of every task."""
+    from agenttrail.evaluators.reference_store import latest_references
+
     target = open_store(store, database, config_file)
     try:
         current = latest_references(target)
@@ -192,7 +254,10 @@ def scores(
     server: str | None,
 ) -> None:
     """Evaluation scores per run and metric, newest runs first."""
+    from agenttrail.evaluators.scores import ScoreFilter, query_scores
+
     config = config_from({"store": store, "database": database}, config_file)
+    trace_id = resolve_trace_id(config, server, trace_id)
     where = ScoreFilter(run_filter(since, until, agent, task, trace_id, limit), metric)
     rows = read_rows(
         config, server, "/api/v1/scores", where.to_params(), lambda s: query_scores(s, where), ALL_MIGRATIONS
@@ -218,6 +283,8 @@ def scores(
 @store_options
 def worker(store: str | None, database: str | None, config_file: str | None) -> None:
     """Run the evaluator alone against a ClickHouse server that collectors write to."""
+    from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+
     config = config_from({"store": store, "database": database}, config_file)
     location = parse_store(config.store, config.database)
     if location.embedded:
@@ -232,7 +299,7 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
         evaluator = EvaluatorWorker(first.clone, evaluator_config)
         evaluator.start()
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -274,6 +341,3 @@ def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
 
 def main() -> None:
     cli()
-
-
-import agenttrail.evaluators.cli_judges  # noqa: E402, F401  registers audit and backfill (needs open_store)

@@ -12,14 +12,13 @@ from typing import Any
 
 import click
 
-from agenttrail.collector.cli import cli, emit_rows, store_options
+from agenttrail.collector.cli import cli, cli_error, emit_rows, store_options
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.cli_read import format_option, read_rows, server_option, usage_errors
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
-from agenttrail.evaluators.monitoring.alerts.install import install_alerts
 from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
 
 
@@ -163,10 +162,14 @@ def alerts_test(
     try:
         alerts_config = AlertsConfig.from_file(config_file)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
     def local(source: Store) -> list[dict[str, Any]]:
-        return replay(source, alerts_config.rule(rule), window)
+        try:
+            chosen = alerts_config.rule(rule)
+        except AgentTrailError as exc:  # a RULE that names no configured rule: a usage error
+            raise click.BadParameter(str(exc), param_hint="RULE") from exc
+        return replay(source, chosen, window)
 
     events = read_rows(store, database, config_file, server, "/api/v1/alerts/test", params, local)
     emit_rows(
@@ -194,4 +197,4 @@ def alerts_test(
         )
 
 
-__all__ = ["alerts", "install_alerts"]
+__all__ = ["alerts"]

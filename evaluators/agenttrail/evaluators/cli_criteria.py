@@ -7,8 +7,9 @@
     verify       do scores drop when steps or sentences are removed from a run?
     save/list/show  reviewed sets in the store, versioned; a saved set runs online as a judge
 
-Importing this module registers the group and installs the criteria table, the store binding
-for `CriteriaJudge` and the `/api/v1/criteria-sets` read route into every sidecar.
+Importing this module registers the group; `install_criteria` (which agenttrail.evaluators.cli
+installs into every sidecar) adds the criteria table, the store binding for `CriteriaJudge` and
+the `/api/v1/criteria-sets` read route.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import click
 import yaml
 
 from agenttrail.collector.cli import (
-    SIDECAR_EXTENSIONS,
     SidecarApi,
     cli,
     config_from,
@@ -119,10 +119,6 @@ def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.add_read_route(SETS_ROUTE, route)
 
 
-# First, so that judges built by later extensions find the store binding.
-SIDECAR_EXTENSIONS.insert(0, install_criteria)
-
-
 # --- shared options ---------------------------------------------------------------------------
 
 
@@ -150,7 +146,7 @@ runs_options = _decorate(
         click.option("--until", help="Runs started before, same forms as --since."),
         click.option("--agent", help="Only runs of this agent."),
         click.option("--task", help="Only runs of this task."),
-        click.option("--trace", "trace_id", help="Only this trace id."),
+        click.option("--trace", "trace_id", help="Only this trace id or a unique prefix (8+ hex)."),
         click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1)),
         click.option(
             "--success-metric",
@@ -297,12 +293,21 @@ def load_runs(query: RunsQuery, source: SidecarApi | Store | None) -> list[Run]:
     if query.runs_file:
         return load_runs_file(query.runs_file)
     assert source is not None
-    where = run_filter(query.since, query.until, query.agent, query.task, query.trace_id, query.limit)
+    trace_id = query.trace_id.strip().lower() if query.trace_id else None
+    where = run_filter(query.since, query.until, query.agent, query.task, trace_id, query.limit)
     if isinstance(source, SidecarApi):
-        return [run_from_json(doc) for doc in source.get_lines("/api/v1/trajectories", where.to_params())]
-    from agenttrail.evaluators.criteria.runs import load_store_runs
+        runs = [run_from_json(doc) for doc in source.get_lines("/api/v1/trajectories", where.to_params())]
+    else:
+        from agenttrail.evaluators.criteria.runs import load_store_runs
 
-    return load_store_runs(source, where)
+        runs = load_store_runs(source, where)
+    found = sorted({run.trace_id for run in runs})
+    if trace_id and len(found) > 1:  # --trace took a prefix (as tables print ids) of several
+        raise click.BadParameter(
+            f"{trace_id!r} is the start of {len(found)} trace ids; give more of it: {', '.join(found[:10])}",
+            param_hint="'--trace'",
+        )
+    return runs
 
 
 def scores_by_trace(

@@ -8,7 +8,7 @@ sidecar's read API is GET-only and a long judging job does not belong in a reque
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,23 +17,20 @@ from agenttrail.collector.cli import (
     config_from,
     emit_rows,
     read_rows,
+    resolve_trace_id,
     run_filter,
     store_options,
 )
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import QueryError, TrajectoryFilter
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.audit import audit_run
-from agenttrail.evaluators.backfill import BackfillReport, backfill
 from agenttrail.evaluators.cli import ALL_MIGRATIONS, open_store
-from agenttrail.evaluators.judge_config import JudgesConfig
-from agenttrail.evaluators.judge_runs import pause_text
-from agenttrail.evaluators.judge_setup import audit_subjects, build_online_judge, build_online_judges
-from agenttrail.evaluators.worker import EvaluatorConfig
+
+if TYPE_CHECKING:
+    from agenttrail.evaluators.backfill import BackfillReport
 
 
 @cli.command()
-@click.argument("trace_id")
+@click.argument("trace_id", metavar="TRACE_ID")
 @store_options
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
 @click.option("--server", help="Ask a running sidecar's HTTP API at this URL (http://host:4318).")
@@ -47,14 +44,17 @@ def audit(
 ) -> None:
     """Every evaluator's decision on a run (the deterministic one and each configured judge).
 
+    TRACE_ID is the run's trace id or a unique prefix of it (8+ hex, as tables show).
     Decisions: scored/done, sampled_out, filtered, error, budget_paused, or pending."""
-    try:
-        TrajectoryFilter(trace_id=trace_id)
-    except QueryError as exc:
-        raise click.BadParameter(str(exc), param_hint="TRACE_ID") from exc
     config = config_from({"store": store, "database": database}, config_file)
+    trace_id = resolve_trace_id(config, server, trace_id) or trace_id
 
     def on_store(source: Store) -> list[dict[str, Any]]:
+        from agenttrail.evaluators.audit import audit_run
+        from agenttrail.evaluators.judge_config import JudgesConfig
+        from agenttrail.evaluators.judge_setup import audit_subjects, build_online_judges
+        from agenttrail.evaluators.worker import EvaluatorConfig
+
         evaluator = EvaluatorConfig.from_file(config_file)
         judges = JudgesConfig.from_file(config_file)
         subjects = audit_subjects(evaluator, judges, build_online_judges(judges))
@@ -117,6 +117,11 @@ def backfill_command(
     """Judge past runs with a new or changed judge (its current version).
 
     Runs already decided for that version are skipped; older versions' results are kept."""
+    from agenttrail.evaluators.backfill import backfill
+    from agenttrail.evaluators.judge_config import JudgesConfig
+    from agenttrail.evaluators.judge_runs import pause_text
+    from agenttrail.evaluators.judge_setup import build_online_judge
+
     runs = run_filter(since, until, agent, task, None, limit)
     if not config_file:
         raise click.ClickException("backfill needs the config file that defines the judge: pass --config")

@@ -1,30 +1,42 @@
 """`agenttrail stats` and `agenttrail drift`, their read routes, and the sidecar's drift monitor.
 
-Importing this module registers the commands on `cli` and `install_monitoring` among the
-sidecar extensions (evaluators/cli.py imports it).
+Importing this module registers the commands on `cli`; agenttrail.evaluators.cli installs
+`install_monitoring` into every sidecar. scipy loads only where drift is computed here.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from agenttrail.collector.cli import SIDECAR_EXTENSIONS, cli, emit_rows, store_options
+from agenttrail.collector.cli import cli, cli_error, emit_rows, store_options
+from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError
-from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.cli_read import format_option, read_rows, server_option, time_range, usage_errors
-from agenttrail.evaluators.monitoring.drift import DriftQuery, DriftSettings, analyse_drift
-from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
-from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
-from agenttrail.evaluators.monitoring.route_store import lazy_store
+from agenttrail.evaluators.monitoring.display import (
+    STATUS_MARKS,
+    drift_summary,
+    format_effect,
+    format_p,
+    format_value,
+)
 from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, parse_bucket, query_stats, split_list
+
+if TYPE_CHECKING:
+    from agenttrail.collector.sidecar import Sidecar
+    from agenttrail.evaluators.monitoring.drift import DriftSettings
 
 
 def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
     """Add the drift_events table, the drift monitor (unless disabled) and the stats/drift routes."""
+    from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
+    from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
+    from agenttrail.evaluators.monitoring.route_store import lazy_store
+
     config = DriftConfig.from_file(config_file)
     sidecar.migrations.extend(MONITORING_MIGRATIONS)
     if config.enabled:
@@ -52,9 +64,6 @@ def with_overrides(settings: DriftSettings, min_samples: Any, alpha: Any) -> Dri
     except ValueError as exc:
         raise QueryError(f"min_samples must be a whole number and alpha a number: {exc}") from exc
     return settings
-
-
-SIDECAR_EXTENSIONS.append(install_monitoring)
 
 
 @cli.command()
@@ -128,7 +137,7 @@ def stats(
             *(row[name] or "-" for name in query.by),
             row["runs"],
             _percent(row["failure_rate"]),
-            *(_seconds(row[f"latency_{p}_s"]) for p in ("p50", "p95", "p99")),
+            *(format_duration(row[f"latency_{p}_s"]) for p in ("p50", "p95", "p99")),
             f"{row['input_tokens']}/{row['output_tokens']}",
             _tool_errors(row["tools"]),
             _scores(row["metrics"]),
@@ -138,10 +147,6 @@ def stats(
 
 def _percent(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.1%}"
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}s"
 
 
 def _tool_errors(tools: dict[str, dict[str, Any]]) -> str:
@@ -191,7 +196,9 @@ def _scores(metrics: dict[str, dict[str, Any]]) -> str:
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     help="Significance level after Benjamini-Hochberg [config, else 0.01].",
 )
-@click.option("--all", "show_all", is_flag=True, help="Table: also list the tests that found no drift.")
+@click.option(
+    "--all", "show_all", is_flag=True, hidden=True, help="Kept for scripts: every test is listed now."
+)
 @format_option
 @server_option
 def drift(
@@ -214,6 +221,9 @@ def drift(
     server: str | None,
 ) -> None:
     """Compare each agent's recent window with a baseline, metric by metric, and call drift."""
+    from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
+
     params = {
         key: value
         for key, value in {
@@ -234,7 +244,7 @@ def drift(
     try:
         configured = DriftConfig.from_file(config_file).settings
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     with usage_errors():
         settings = with_overrides(configured, min_samples, alpha)
     overrides = {k: str(v) for k, v in {"min_samples": min_samples, "alpha": alpha}.items() if v is not None}
@@ -247,35 +257,25 @@ def drift(
         {**query.to_params(), **overrides},
         lambda source: [r.to_json() for r in analyse_drift(source, query, settings)],
     )
-    shown = rows if show_all or output_format == "json" else [r for r in rows if r["status"] != "no_drift"]
+    if output_format == "table":
+        click.echo(drift_summary(rows))  # first: the answer before the detail
+        if not rows:
+            return
+    order = {"drift": 0, "no_drift": 1}
     emit_rows(
-        shown,
+        sorted(rows, key=lambda r: order.get(r["status"], 2)) if output_format == "table" else rows,
         output_format,
-        empty=f"no drift in {len(rows)} test(s) (--all lists them)" if rows else "no runs in either window",
-        headers=[
-            "agent",
-            "metric",
-            "test",
-            "status",
-            "p",
-            "p adj",
-            "effect",
-            "n base/recent",
-            "base -> recent",
-        ],
+        empty="",
+        headers=["", "agent", "metric", "test", "p", "p adj", "effect", "n base/recent", "base -> recent"],
         cells=lambda r: (
+            STATUS_MARKS.get(r["status"], r["status"]),
             r["agent"],
             r["metric"],
             r["test"],
-            r["status"],
-            _number(r["p_value"], ".2g"),
-            _number(r["p_adjusted"], ".2g"),
-            f"{r['effect']} {_number(r['effect_size'], '+.3f')}",
+            format_p(r["p_value"]),
+            format_p(r["p_adjusted"]),
+            format_effect(r["effect"], r["effect_size"]),
             f"{r['baseline_n']}/{r['recent_n']}",
-            f"{_number(r['baseline_value'], '.3f')} -> {_number(r['recent_value'], '.3f')}",
+            " -> ".join(format_value(r["metric"], r[key]) for key in ("baseline_value", "recent_value")),
         ),
     )
-
-
-def _number(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)

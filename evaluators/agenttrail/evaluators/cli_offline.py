@@ -1,9 +1,11 @@
 """``agenttrail evaluate DATASET``: offline evaluation of a dataset file from the command line.
 
-``evaluate_command`` is a standalone click command; the ``agenttrail`` group adds it. Exit codes:
-0 when the evaluation ran, even if some rows were bad (they are reported with row and field);
-1 when the dataset file cannot be read at all; 2 for a bad ``--metric``, ``--agent`` or
-``--judge``, before any row is read.
+``evaluate_command`` is a standalone click command; the ``agenttrail`` group adds it. The
+dataset may be the output of ``agenttrail trajectories --format json`` (see ``datasets``). Exit
+codes (the CLI's, see agenttrail.collector.cli): 0 every row was scored; 1 some judge calls
+failed (the report says which); 2 a bad ``--metric``, ``--agent`` or ``--judge``, before any row
+is read; 3 the dataset file cannot be read at all, or some rows are bad (the report is still
+printed in full, the bad rows named with row and field).
 
 ``--judge`` takes a judge type (``--judge task_completion``, named after its type, default
 options) or a YAML/JSON file of judge definitions: a list, or the sidecar config file's
@@ -24,6 +26,7 @@ from pathlib import Path
 import click
 import yaml
 
+from agenttrail.collector.cli import EXIT_BAD_INPUT, BadInput
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.datasets import DatasetError, load_dataset
 from agenttrail.evaluators.judges.base import Judge
@@ -179,7 +182,7 @@ def evaluate_command(
     try:
         rows = load_dataset(dataset)
     except DatasetError as exc:
-        raise click.ClickException(f"cannot read the dataset {exc}") from exc
+        raise BadInput(f"cannot read the dataset {exc}") from exc
     if agent is not None:
         rows = run_agent_over_dataset(agent, rows)
     workers = max((definition.settings.concurrency for definition in definitions), default=1)
@@ -195,10 +198,16 @@ def evaluate_command(
             click.echo(f"judge error: {line}", err=True)
     if output is None:
         click.echo(text)
-        return
-    try:
-        output.write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from exc
-    bad = f", {len(report.errors)} bad" if report.errors else ""
-    click.echo(f"wrote {len(report.instances)} instance(s){bad} to {output}", err=True)
+    else:
+        try:
+            output.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from exc
+        bad = f", {len(report.errors)} bad" if report.errors else ""
+        click.echo(f"wrote {len(report.instances)} instance(s){bad} to {output}", err=True)
+    if report.errors:
+        click.echo(f"error: {len(report.errors)} bad row(s) in {dataset}, not scored (see above)", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    if report.judge_errors():
+        click.echo(f"error: {len(report.judge_errors())} judge call(s) failed (see above)", err=True)
+        sys.exit(1)

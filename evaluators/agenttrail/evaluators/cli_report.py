@@ -13,7 +13,6 @@ import click
 
 from agenttrail.collector.cli import cli, store_options
 from agenttrail.evaluators.cli_read import read_rows, server_option, time_range, usage_errors
-from agenttrail.evaluators.monitoring.report import REPORT_ROUTE, write_report
 from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import parse_bucket
 
@@ -75,6 +74,8 @@ def report_command(
 ) -> None:
     """Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with
     drift points and alert periods marked, and the worst runs with their trajectories."""
+    from agenttrail.evaluators.monitoring.report import REPORT_ROUTE, write_report  # matplotlib
+
     query = _query(since, until, agent, bucket, worst)
     rows = read_rows(
         store, database, config_file, server, REPORT_ROUTE, query.to_params(), lambda s: report_rows(s, query)

@@ -28,6 +28,15 @@ Files:
   object or list is parsed (trajectories may also be JSON text, like in any format), while the
   query and response columns stay text.
 
+A row may also be a run as agenttrail prints it (``agenttrail trajectories --format json``: it has
+``trace_id`` and ``tool_calls``): its tool calls are the predicted trajectory (``input`` as the
+arguments), ``latency_s`` and ``failure`` are read as such, ``input`` is the query (JSON text
+unless a string) and ``output`` the response; ``trace_id``, ``agent``, ``task`` stay in ``extra``.
+Such a row has no reference unless the file adds ``reference_trajectory``.
+
+A ``.json`` file whose text is JSON Lines (what ``--format json > runs.json`` writes) is read as
+JSONL.
+
 JSON null means absent in every format. Rows are numbered from 0 in file order, not counting
 blank lines: ``DatasetRow.index`` and ``RowError.index`` are that number, the ``index`` of the
 JSON report. Messages say ``row N`` with that same number and add the 1-based line for JSONL and
@@ -151,6 +160,8 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         return RowError(index, None, record.message, line)
     if not isinstance(record, Mapping):
         return RowError(index, None, f"expected an object of fields, got {_kind(record)}", line)
+    if is_agenttrail_run(record):
+        record = run_fields(record)
     used: set[str] = {key for key, value in record.items() if value is None}
     try:
         predicted = _trajectory(record, PREDICTED_FIELDS, used)
@@ -175,6 +186,40 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         extra={key: value for key, value in record.items() if key not in used},
         line=line,
     )
+
+
+def is_agenttrail_run(record: Mapping[str, Any]) -> bool:
+    """A run as `agenttrail trajectories --format json` prints it."""
+    return "trace_id" in record and isinstance(record.get("tool_calls"), list)
+
+
+def run_calls(calls: Sequence[object]) -> list[object]:
+    """agenttrail's tool calls (name, input, output, status, ...) in the DeepEval form that
+    ``parse_trajectory`` reads (name, args, output); anything else is passed on for it to report."""
+    converted: list[object] = []
+    for call in calls:
+        if isinstance(call, Mapping) and "name" in call and "args" not in call:
+            item: dict[str, Any] = {"name": call["name"], "args": call.get("input")}
+            if call.get("output") is not None:
+                item["output"] = call["output"]
+            converted.append(item)
+        else:
+            converted.append(call)
+    return converted
+
+
+def run_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """An agenttrail run's fields under the dataset names (see the module docstring)."""
+    fields = dict(record)
+    fields.setdefault("predicted_trajectory", run_calls(fields.pop("tool_calls")))
+    if "latency_s" in fields:
+        fields.setdefault(LATENCY_FIELD, fields.pop("latency_s"))
+    query = fields.pop("input", None)
+    if query is not None:
+        fields.setdefault("query", query if isinstance(query, str) else json.dumps(query, ensure_ascii=False))
+    if "output" in fields:
+        fields.setdefault("response", fields.pop("output"))
+    return fields
 
 
 def _first(record: Mapping[str, Any], names: Sequence[str], used: set[str]) -> str | None:
@@ -251,6 +296,10 @@ def _read_jsonl(text: str, path: Path) -> list[tuple[int | None, object]]:
 def _read_json(text: str, path: Path) -> list[tuple[int | None, object]]:
     try:
         document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and text.lstrip().startswith("{"):
+            return _read_jsonl(text, path)  # JSON Lines in a .json file: one object per line
+        raise DatasetError(path, f"not valid JSON ({exc})") from exc
     except ValueError as exc:
         raise DatasetError(path, f"not valid JSON ({exc})") from exc
     return [(None, record) for record in _json_rows(document, path)]
@@ -259,6 +308,8 @@ def _read_json(text: str, path: Path) -> list[tuple[int | None, object]]:
 def _json_rows(document: object, path: Path) -> list[object]:
     if isinstance(document, list):
         return document
+    if isinstance(document, dict) and is_agenttrail_run(document):
+        return [document]  # one run, as `trajectories --format json` prints it
     if not isinstance(document, dict) or not document:
         raise DatasetError(path, f"expected a list of rows or an object holding one, got {_kind(document)}")
     for key in _LIST_KEYS:

@@ -174,7 +174,7 @@ class EvaluationReport:
             ]
             parts.append("\n".join(lines))
         aggregates = [
-            [name, stats.count, stats.missing, _number(stats.mean), _number(stats.std)]
+            [name, stats.count, stats.missing, *(_value(name, v) for v in (stats.mean, stats.std))]
             for name, stats in self.aggregate.items()
         ]
         parts.append(format_table(["metric", "count", "missing", "mean", "std"], aggregates))
@@ -201,7 +201,16 @@ def _judge_cell(instance: InstanceResult, name: str) -> str:
         return "error"
     if result is not None and result.score is None and result.label:
         return result.label  # e.g. "unsure"
-    return _number(instance.value(name))
+    return _value(name, instance.value(name))
+
+
+def _value(metric: str, value: float | None) -> str:
+    """A metric's value in a table: the latency (seconds) in a fitting unit, others as numbers."""
+    if metric == "latency" and value is not None:
+        from agenttrail.collector.durations import format_duration
+
+        return format_duration(value)
+    return _number(value)
 
 
 def _number(value: float | None) -> str:

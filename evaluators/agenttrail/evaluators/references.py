@@ -23,7 +23,9 @@ is ambiguous about what it versions).
   metric's own spec sets them (``configured_metrics`` does the merge). Values may be strings,
   numbers, booleans, or lists (a list of keys for ``arguments`` means ``keys:K1|K2``; for
   ``evaluation_params`` the list of parameters). Every key and value is validated on load.
-- Unknown fields are errors, so a misspelt ``metric:`` is caught instead of silently ignored.
+- Unknown fields are errors, so a misspelt ``metric:`` is caught instead of silently ignored;
+  only ``version``, ``content_hash`` and ``source`` (what ``agenttrail references list --format
+  json`` adds) are skipped, so a listing loads back as it is.
 
 Every problem in the file is collected and raised together in one ``ReferenceSetError``, each
 naming the row (0-based position in a list or JSONL file, with the 1-based line for JSONL), the
@@ -56,6 +58,9 @@ from agenttrail.evaluators.metrics import (
 )
 
 ENTRY_FIELDS: Final = ("task", *REFERENCE_FIELDS, "expected_response", "metrics", "arguments", "options")
+# What `agenttrail references list --format json` adds to each entry; ignored on load, so that a
+# listing loads back as it is.
+LISTING_FIELDS: Final = ("version", "content_hash", "source")
 _KEYS_PARAMS: Final = frozenset(("arguments", "tool_arguments"))
 
 _Report: TypeAlias = Callable[[str | None, str], None]
@@ -282,7 +287,7 @@ def _parse_entry(
         problem(None, f"expected {shape}, got {kind}")
         return None
     for name in value:
-        if name not in ENTRY_FIELDS:
+        if name not in ENTRY_FIELDS and name not in LISTING_FIELDS:
             problem(str(name), f"unknown field; valid fields: {', '.join(ENTRY_FIELDS)}")
     if key is None and (not isinstance(raw_task, str) or not raw_task.strip()):
         problem("task", f"expected a non-empty task name, got {raw_task!r}")

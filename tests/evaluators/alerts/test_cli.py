@@ -102,7 +102,7 @@ def test_alerts_test_errors(chdb_dir: Path, database: str, tmp_path: Path, webho
         str(config_file(tmp_path, webhook)),
     ]
     unknown = CliRunner().invoke(cli, ["alerts", "test", "spik", *where])
-    assert unknown.exit_code == 1
+    assert unknown.exit_code == 2  # a usage error
     assert "no alert rule named 'spik' (rules: spike)" in unknown.output
     many = CliRunner().invoke(cli, ["alerts", "test", "spike", *where, "--since", "30d", "--step", "1m"])
     assert many.exit_code == 2

@@ -66,7 +66,7 @@ def test_judge_type_results_sit_next_to_the_metrics(serve: Serve, dataset: Path)
         "--judge-base-url", llm.base_url,
         "--format", "json",
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     document = json.loads(result.stdout)
     paris, rome, broken = document["instances"]
     assert paris["metrics"]["trajectory_recall"] == 1.0
@@ -110,7 +110,7 @@ def test_judge_file_with_several_judges_prints_tables(serve: Serve, dataset: Pat
     result = evaluate(
         str(dataset), "--judge", str(judges), "--judge-model", "m", "--judge-base-url", llm.base_url
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     header = result.stdout.splitlines()[0].split()
     assert header[-2:] == ["done", "answer"]
     assert "judge metric" in result.stdout
@@ -156,7 +156,7 @@ def test_spent_budget_turns_the_rest_into_errors(serve: Serve, dataset: Path, tm
         str(dataset), "--judge", str(judges), "--judge-model", "m",
         "--judge-base-url", llm.base_url, "--format", "json",
     )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     document = json.loads(result.stdout)
     assert document["instances"][0]["judges"]["done"]["score"] == 1.0
     error = document["instances"][1]["judges"]["done"]["error"]

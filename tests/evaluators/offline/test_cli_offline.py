@@ -42,10 +42,10 @@ def invoke(*args: str) -> Result:
     return CliRunner().invoke(evaluate_command, list(args), catch_exceptions=False)
 
 
-def test_table_output_with_bad_rows_exits_0(tmp_path: Path) -> None:
-    """The table lists every row and the aggregates, names the bad row and field, and exits 0."""
+def test_table_output_with_bad_rows_exits_3(tmp_path: Path) -> None:
+    """The table lists every row and the aggregates, names the bad row and field, and exits 3 (bad input)."""
     result = invoke(str(dataset(tmp_path)))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split()[:2] == ["row", "trajectory_exact_match"]
     assert [line.split()[0] for line in lines[2:6]] == ["0", "1", "2", "3"]
@@ -59,7 +59,7 @@ def test_json_output_is_the_report(tmp_path: Path) -> None:
     """--format json prints the JSON contract (same as evaluate_rows) and echoes bad rows on stderr."""
     path = dataset(tmp_path)
     result = invoke(str(path), "--format", "json")
-    assert result.exit_code == 0
+    assert result.exit_code == 3
     document = json.loads(result.stdout)
     assert document == json.loads(json.dumps(evaluate_rows(load_dataset(path)).to_json()))
     assert [instance["index"] for instance in document["instances"]] == [0, 1, 2, 3]
@@ -78,7 +78,7 @@ def test_metric_parameters_reach_the_metrics(tmp_path: Path) -> None:
         "--metric", "trajectory_precision:arguments=exact,tool_arguments.fetch=ignore",
         "--metric", "tool_correctness:strict_mode=true,evaluation_params=output",
     )  # fmt: skip
-    assert result.exit_code == 0
+    assert result.exit_code == 3
     instances = json.loads(result.stdout)["instances"]
     assert list(instances[0]["metrics"]) == [
         "trajectory_single_tool_use",
@@ -126,13 +126,13 @@ def test_metric_given_twice_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "content"), [("missing.jsonl", None), ("bad.json", "[{"), ("d.xlsx", "")])
-def test_unreadable_dataset_exits_1(tmp_path: Path, name: str, content: str | None) -> None:
-    """A dataset that cannot be read exits 1 with a message naming the file."""
+def test_unreadable_dataset_exits_3(tmp_path: Path, name: str, content: str | None) -> None:
+    """A dataset that cannot be read is bad input: exit 3 with a message naming the file."""
     path = tmp_path / name
     if content is not None:
         path.write_text(content, encoding="utf-8")
     result = invoke(str(path))
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert f"cannot read the dataset {path}: " in result.stderr
 
 
@@ -140,7 +140,7 @@ def test_output_file(tmp_path: Path) -> None:
     """--output writes the report to the file and says so on stderr."""
     target = tmp_path / "report.json"
     result = invoke(str(dataset(tmp_path)), "--format", "json", "--output", str(target))
-    assert result.exit_code == 0
+    assert result.exit_code == 3
     assert result.stdout == ""
     assert len(json.loads(target.read_text(encoding="utf-8"))["instances"]) == 4
     assert f"wrote 4 instance(s), 1 bad to {target}" in result.stderr
@@ -159,7 +159,7 @@ def test_agent_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     agent = "evaluators.offline.sample_agent:run"
     result = invoke(str(path), "--agent", agent, "--format", "json", "--metric", "trajectory_exact_match")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output
     instances = json.loads(result.stdout)["instances"]
     assert instances[0]["metrics"]["trajectory_exact_match"] == 1.0
     assert instances[0]["metrics"]["failure"] == 0.0

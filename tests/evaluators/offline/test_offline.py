@@ -168,7 +168,8 @@ def test_invalid_specs_raise_before_scoring(specs: list[str], message: str) -> N
 
 
 def test_table_rendering() -> None:
-    """The table lists each row (null as '-'), the bad rows' errors, then count/missing/mean/std."""
+    """The table lists each row (null as '-', latency in a fitting unit), the bad rows' errors, then
+    count/missing/mean/std."""
     report: EvaluationReport = evaluate_rows(
         [
             *rows(
@@ -181,7 +182,7 @@ def test_table_rendering() -> None:
     )
     lines = report.to_table().splitlines()
     assert lines[0].split() == ["row", "trajectory_recall", "latency", "failure"]
-    assert lines[2].split() == ["0", "0.5", "0.1235", "-"]
+    assert lines[2].split() == ["0", "0.5", "123", "ms", "-"]
     assert lines[3].split() == ["1", "-", "-", "-"]
     assert "1 bad row(s), not scored:" in lines
     assert "  row 2 (line 4), field failure: expected 0, 1, true or false, got 'x'" in lines

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agenttrail.collector.errors import AgentTrailError
 
 
@@ -181,6 +179,8 @@ def parse_criteria_set(raw: Any, where: str, *, name: str | None = None) -> Crit
 
 def read_document(path: str | Path) -> Any:
     """A JSON or YAML file's content (YAML reads JSON too); CriteriaError naming the file."""
+    import yaml  # here: the CLI imports this module (criteria migrations) before any file is read
+
     try:
         return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -200,6 +200,8 @@ def dump_document(document: Mapping[str, Any], path: str | Path) -> None:
     if path.suffix.lower() == ".json":
         text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     else:
+        import yaml
+
         text = yaml.safe_dump(dict(document), sort_keys=False, allow_unicode=True, width=100)
     try:
         path.write_text(text, encoding="utf-8")

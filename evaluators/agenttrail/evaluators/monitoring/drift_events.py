@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from agenttrail.collector.schema import Migration
-from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.drift import DriftResult
+
+if TYPE_CHECKING:
+    from agenttrail.collector.store import Store
+    from agenttrail.evaluators.monitoring.drift import DriftResult
 
 DRIFT_EVENTS = """
 CREATE TABLE IF NOT EXISTS drift_events (

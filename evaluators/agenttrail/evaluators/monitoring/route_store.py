@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from agenttrail.collector.sidecar import Sidecar
-from agenttrail.collector.store import Store
+if TYPE_CHECKING:
+    from agenttrail.collector.sidecar import Sidecar
+    from agenttrail.collector.store import Store
 
 
 def lazy_store(sidecar: Sidecar) -> Callable[[], Store]:

@@ -1,21 +1,6 @@
 """Alerting: rules over runs and scores, a pending/firing/resolved state machine persisted in
-ClickHouse, and notifications to webhooks, Slack, Alertmanager and the log."""
+ClickHouse, and notifications to webhooks, Slack, Alertmanager and the log.
 
-from agenttrail.evaluators.monitoring.alerts.config import AlertRule, AlertsConfig, ChannelConfig, fingerprint
-from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
-from agenttrail.evaluators.monitoring.alerts.install import install_alerts
-from agenttrail.evaluators.monitoring.alerts.machine import AlertBook, AlertInstance, State
-from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
-
-__all__ = [
-    "ALERT_MIGRATIONS",
-    "AlertBook",
-    "AlertEvaluator",
-    "AlertInstance",
-    "AlertRule",
-    "AlertsConfig",
-    "ChannelConfig",
-    "State",
-    "fingerprint",
-    "install_alerts",
-]
+Import from the submodules (`alerts.config`, `alerts.install`, ...): this package imports
+nothing itself, so a command that needs one of them does not load the rest.
+"""

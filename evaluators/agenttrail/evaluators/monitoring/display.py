@@ -1,0 +1,68 @@
+"""How drift results read in tables and the report: p-values, effect sizes, metric values.
+
+Shared by `agenttrail drift` and the HTML report so both say the same thing the same way.
+Stdlib only: the CLI imports it before it knows whether scipy is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agenttrail.collector.durations import format_duration
+
+P_FLOOR = 1e-4  # below this a p-value reads "< 1e-4": more digits only suggest false precision
+
+EFFECT_NAMES = {
+    "cohens_h": "Cohen's h",
+    "cliffs_delta": "Cliff's delta",
+    "ks_d": "KS D",
+    "cramers_v": "Cramér's V",
+    "mean_shift_sd": "shift (sd)",
+}
+
+STATUS_MARKS = {"drift": "DRIFT", "no_drift": "ok", "insufficient_data": "too few"}
+
+
+def format_p(value: float | None) -> str:
+    """A p-value: "-" when the test has none, "< 1e-4" when tiny, else two significant digits."""
+    if value is None:
+        return "-"
+    if value < P_FLOOR:
+        return "< 1e-4"
+    return format(value, ".2g")
+
+
+def format_effect(effect: str, size: float | None) -> str:
+    """An effect size with its name: "Cliff's delta +0.42"."""
+    name = EFFECT_NAMES.get(effect, effect)
+    return name if size is None else f"{name} {size:+.2f}"
+
+
+def format_value(metric: str, value: float | None) -> str:
+    """A window's value of a metric: latency as a duration, failure rate in percent."""
+    if value is None:
+        return "-"
+    if metric == "latency":
+        return format_duration(value)
+    if metric == "failure_rate":
+        return f"{value:.1%}"
+    return f"{value:.3g}"
+
+
+def drift_summary(rows: Sequence[dict[str, Any]]) -> str:
+    """One line over every test: how many found drift, in which agents, how many did not."""
+    if not rows:
+        return "no runs in either window"
+    counts = {status: sum(1 for row in rows if row["status"] == status) for status in STATUS_MARKS}
+    drifted = sorted({row["agent"] for row in rows if row["status"] == "drift"})
+    agents = len({row["agent"] for row in rows})
+    head = (
+        f"DRIFT in {counts['drift']} of {len(rows)} tests ({', '.join(drifted)})"
+        if drifted
+        else f"no drift in {len(rows)} tests"
+    )
+    return (
+        f"{head} over {agents} agent(s): {counts['no_drift']} ok, "
+        f"{counts['insufficient_data']} with too few samples"
+    )

@@ -1,0 +1,37 @@
+"""`agenttrail serve --help`: every option shows its type and its default."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from agenttrail.collector.cli import cli
+from agenttrail.collector.config import SETTINGS
+
+
+def test_every_serve_option_shows_type_and_default() -> None:
+    """Numbers show as numbers (not TEXT), addresses as HOST:PORT, and each help names the default
+    and the environment variable."""
+    result = CliRunner().invoke(cli, ["serve", "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    for setting in SETTINGS:
+        flag = "--" + setting.name.replace("_", "-")
+        match = re.search(re.escape(flag) + r" (\S+(?: RANGE)?) (.*?)(?= --|$)", text)
+        assert match is not None, flag
+        kind, described = match.groups()
+        if isinstance(setting.default, bool):
+            assert kind == "BOOLEAN", flag
+        elif isinstance(setting.default, int):
+            assert kind == "INTEGER RANGE", flag
+        elif isinstance(setting.default, float):
+            assert kind == "FLOAT RANGE", flag
+        elif setting.name in ("grpc", "http"):
+            assert kind == "HOST:PORT", flag
+        assert "default: " in described, flag
+        if setting.name not in ("store", "database"):
+            assert f"env {setting.env}" in described, flag
+    bad = CliRunner().invoke(cli, ["serve", "--quiet-period-s", "soon"])
+    assert bad.exit_code == 2
+    assert "'soon' is not a valid float" in bad.output

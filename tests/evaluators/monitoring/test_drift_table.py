@@ -1,0 +1,65 @@
+"""`agenttrail drift` as a table: a one-line summary first, then every test (the ones that found
+no drift marked ok), p-values never printed as 0, effect sizes with their names."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from agenttrail.collector.schema import migrate
+from agenttrail.evaluators.cli import cli
+from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.monitoring.display import format_effect, format_p, format_value
+
+from .synthetic import store_runs
+from .test_drift_store import drifting_runs
+
+
+def test_drift_table_lists_every_test_after_a_summary(store: Any, chdb_dir: Path, database: str) -> None:
+    """The table has as many rows as the JSON has tests, drift first; the summary counts them."""
+    migrate(store, READ_MIGRATIONS)
+    store_runs(store, drifting_runs(time.time(), seed=5))
+    where = ["--store", str(chdb_dir), "--database", database, "--recent", "1h", "--baseline", "24h"]
+    as_json = CliRunner().invoke(cli, ["drift", *where, "--format", "json"])
+    assert as_json.exit_code == 0, as_json.output
+    results = [json.loads(line) for line in as_json.output.splitlines()]
+    drifted = [r for r in results if r["status"] == "drift"]
+    stable = [r for r in results if r["status"] == "no_drift"]
+    assert drifted
+    assert stable
+    table = CliRunner().invoke(cli, ["drift", *where])
+    assert table.exit_code == 0, table.output
+    summary, header, _rule, *rows = table.output.splitlines()
+    assert summary.startswith(f"DRIFT in {len(drifted)} of {len(results)} tests (bot) over 2 agent(s)")
+    assert f"{len(stable)} ok" in summary
+    assert header.split()[:3] == ["agent", "metric", "test"]
+    assert len(rows) == len(results)
+    marks = [row.split()[0] for row in rows]
+    assert marks == ["DRIFT"] * len(drifted) + ["ok"] * len(stable) + ["too"] * (
+        len(results) - len(drifted) - len(stable)
+    )
+    assert any(row.split()[1] == "steady" for row in rows)  # the agent with no drift is listed too
+    assert "0.0000" not in table.output
+    assert "< 1e-4" in table.output
+    assert "Cliff's delta" in table.output
+
+
+def test_display_formats() -> None:
+    """p-values below 1e-4 say so; effects carry their name; latency has a unit, rates percent."""
+    assert [format_p(p) for p in (None, 0.0, 3e-7, 0.00012, 0.0312, 0.5)] == [
+        "-",
+        "< 1e-4",
+        "< 1e-4",
+        "0.00012",
+        "0.031",
+        "0.5",
+    ]
+    assert format_effect("cliffs_delta", -0.4213) == "Cliff's delta -0.42"
+    assert format_effect("cramers_v", None) == "Cramér's V"
+    assert format_value("latency", 0.0123) == "12.3 ms"
+    assert format_value("failure_rate", 0.283) == "28.3%"
+    assert format_value("trajectory_precision", 0.81234) == "0.812"

@@ -1,0 +1,72 @@
+"""The CLI starts without its heavy libraries: `agenttrail --help` and the read commands' help
+import none of scipy, matplotlib, openai, the ClickHouse drivers or gRPC (checked in a fresh
+interpreter's sys.modules, not timed; the time is in benchmarks/bench_cli_start.py), and the
+short helps `--help` shows for commands not yet imported match the commands' own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("scipy", "matplotlib", "openai", "chdb", "clickhouse_connect", "grpc", "numpy")
+
+PROBE = """
+import json, sys
+sys.argv = ["agenttrail", *json.loads(sys.argv[1])]
+from agenttrail.evaluators.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+print("\\n@@" + json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def loaded_by(*args: str) -> set[str]:
+    """Top-level packages imported by running `agenttrail ARGS` in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return set(json.loads(done.stdout.rsplit("@@", 1)[1]))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("trajectories", "--help"),
+        ("scores", "--help"),
+        ("stats", "--help"),
+        ("drift", "--help"),
+        ("alerts", "--help"),
+        ("audit", "--help"),
+        ("references", "list", "--help"),
+        ("serve", "--help"),
+        ("report", "--help"),
+    ],
+)
+def test_help_imports_no_heavy_library(args: tuple[str, ...]) -> None:
+    """--help (the group's and the read commands') loads click and our modules, nothing heavy."""
+    assert loaded_by(*args) & set(HEAVY) == set()
+
+
+def test_the_probe_sees_a_heavy_import() -> None:
+    """The check above can fail: `evaluate`, whose module builds LLM judges, shows openai."""
+    assert "openai" in loaded_by("evaluate", "--help")
+
+
+def test_lazy_commands_list_their_own_short_help() -> None:
+    """`agenttrail --help` shows, for each lazily loaded command, the command's own first line."""
+    from agenttrail.evaluators.cli import LAZY_COMMANDS, cli
+
+    for name, (_, summary) in LAZY_COMMANDS.items():
+        command = cli.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None, name
+        assert command.get_short_help_str(500) == summary, name
