@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto test-browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +39,16 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
 
 unit: $(STAMP) $(EMBEDDINGS_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --ignore=tests/console
 
-test: lint typecheck unit
+test: lint typecheck unit test-browser
+
+# The web console in a real browser: Debian's chromium driven by Playwright (PyPI), never
+# Playwright's own browser download; chromium is installed once, as root, when missing.
+# Screenshots land in .screenshots/console/.
+test-browser: $(STAMP)
+	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -m pytest -q tests/console
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
