@@ -1,13 +1,17 @@
 """Per-call cost of agenttrail's decorators against a bare OpenTelemetry span.
 
 Real SDK TracerProvider + BatchSpanProcessor with an exporter that drops everything, so the
-figures are the in-process cost an agent pays. Run: ``python benchmarks/bench_instrumentation.py``.
-Target: a decorated tool call with capture on within 1.5x of the bare span. The row "bare span +
+figures are the in-process cost an agent pays. Run: ``python benchmarks/bench_instrumentation.py
+[--runs N]``: each run keeps every case's best of ROUNDS, and the runs' median and spread are
+printed, because on a shared machine one run's ratio moves by 0.3x or more.
+Target: a decorated tool call with capture on within 1.2x of the bare span. The row "bare span +
 the same 10 attributes" sets precomputed values of the attributes a tool span must carry: the SDK
 validates each attribute (~0.5-0.8 µs), so that row is the floor any implementation starts from.
 """
 
+import argparse
 import asyncio
+import statistics
 import timeit
 from collections.abc import Callable, Sequence
 
@@ -18,8 +22,14 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, Sampler
 from agenttrail.instrumentation import agent, configure, tool
 
 NUMBER = 5_000
-ROUNDS = 25
-TARGET_RATIO = 1.5
+ROUNDS = 15
+TARGET_RATIO = 1.2
+# A paragraph of agent prose (~1 KB) with words the scrubber must look at twice but keep
+# (token count, passwordless, secretary): the price of scanning free text for secrets.
+PROSE = (
+    "The secretary asked about passwordless sign-in; the token count of the last answer was 812 "
+    "and the key point is that the customer wants a refund for order 42 shipped to Berlin. "
+) * 6
 
 
 class DropExporter(SpanExporter):
@@ -62,7 +72,8 @@ def best_of(cases: dict[str, Callable[[], float]]) -> dict[str, float]:
     return best
 
 
-def main() -> None:
+def measure() -> dict[str, float]:
+    """One run: every case's best of ROUNDS, in µs per call."""
     provider = make_provider()
     tracer = provider.get_tracer("bench")
     configure(tracer_provider=provider)
@@ -110,6 +121,14 @@ def main() -> None:
         finally:
             configure(tracer_provider=provider)
 
+    @tool
+    def summarise(text: str, limit: int) -> list[str]:
+        return [text[:10]] * 2
+
+    @tool
+    def login(user: str, password: str) -> str:
+        return "ok"
+
     results = best_of(
         {
             "bare start_as_current_span": lambda: per_call_us(bare),
@@ -120,20 +139,33 @@ def main() -> None:
             ),
             "@tool unsampled": unsampled,
             "@agent with nested @tool": lambda: per_call_us(lambda: planner("refund policy")),
+            "@tool sync, 1 KB prose argument": lambda: per_call_us(lambda: summarise(PROSE, 5)),
+            "@tool sync, password argument": lambda: per_call_us(lambda: login("ann", "hunter2")),
         }
     )
     loop.close()
-
-    for label, us in results.items():
-        print(f"{label:36s} {us:7.2f} µs/call")
-    bare_us = results["bare start_as_current_span"]
-    ratio = results["@tool sync"] / bare_us
-    verdict = "ok" if ratio <= TARGET_RATIO else "OVER TARGET"
-    print(f"{'ratio @tool sync / bare':36s} {ratio:7.2f}x  (target <= {TARGET_RATIO}x: {verdict})")
-    floor = results["bare span + the same 10 attributes"] / bare_us
-    print(f"{'ratio bare + 10 attributes / bare':36s} {floor:7.2f}x  (the SDK's share of the cost)")
     provider.shutdown()
     unsampled_provider.shutdown()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1, help="independent runs (default 1)")
+    runs = [measure() for _ in range(parser.parse_args().runs)]
+    ratios = [r["@tool sync"] / r["bare start_as_current_span"] for r in runs]
+    floors = [r["bare span + the same 10 attributes"] / r["bare start_as_current_span"] for r in runs]
+    print(f"{len(runs)} run(s); median [min-max] over runs of each run's best of {ROUNDS}")
+    for label in runs[0]:
+        print(f"{label:36s} {spread([r[label] for r in runs], ' µs/call')}")
+    verdict = "ok" if statistics.median(ratios) <= TARGET_RATIO else "OVER TARGET"
+    print(f"{'ratio @tool sync / bare':36s} {spread(ratios, 'x')}  (target <= {TARGET_RATIO}x: {verdict})")
+    print(f"{'ratio bare + 10 attributes / bare':36s} {spread(floors, 'x')}  (the SDK's share of the cost)")
+
+
+def spread(values: list[float], unit: str) -> str:
+    """Median and range, e.g. ``1.21x [1.10x-1.35x]``."""
+    return f"{statistics.median(values):7.2f}{unit} [{min(values):.2f}-{max(values):.2f}]"
 
 
 if __name__ == "__main__":

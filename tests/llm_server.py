@@ -61,6 +61,29 @@ class Reply:
         )
 
     @classmethod
+    def tool_calls(
+        cls,
+        calls: list[tuple[str, str, dict[str, Any]]],
+        *,
+        prompt_tokens: int = 100,
+        completion_tokens: int = 20,
+        model: str = "agent-model",
+    ) -> Reply:
+        """A chat completion asking for tool calls, each given as (call id, tool name, arguments)."""
+        reply = cls.chat("", prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, model=model)
+        message = reply.body["choices"][0]
+        message["finish_reason"] = "tool_calls"
+        message["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for call_id, name, args in calls
+            ],
+        }
+        return reply
+
+    @classmethod
     def chat_json(cls, value: Any, **kwargs: Any) -> Reply:
         return cls.chat(json.dumps(value), **kwargs)
 
@@ -148,9 +171,12 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.delay_s:
             time.sleep(reply.delay_s)
         body = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+        content_type = "application/json"
+        if request.get("stream") and reply.status == 200 and isinstance(reply.body, dict):
+            body, content_type = _sse(reply.body), "text/event-stream"
         try:
             self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             for key, value in reply.headers.items():
                 self.send_header(key, value)
@@ -158,3 +184,22 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout tests)
+
+
+def _sse(completion: dict[str, Any]) -> bytes:
+    """A chat completion as the server-sent events of a streamed one (`stream: true` requests):
+    the role, the content, each tool call whole, the finish reason, then the usage chunk."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    base = {key: completion[key] for key in ("id", "created", "model")}
+    base["object"] = "chat.completion.chunk"
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    if message.get("content"):
+        deltas.append({"content": message["content"]})
+    for index, call in enumerate(message.get("tool_calls") or []):
+        deltas.append({"tool_calls": [{"index": index, **call}]})
+    chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas]
+    chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    chunks.append({**base, "choices": [], "usage": completion["usage"]})
+    events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks]
+    return ("".join(events) + "data: [DONE]\n\n").encode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -198,6 +199,66 @@ def test_model_is_stored_with_the_run(start_sidecar: Any) -> None:
     assert sidecar.store.query(
         "SELECT Model FROM trajectories FINAL WHERE TraceId = {t:String}", {"t": trace}
     ) == [("small-model",)]
+
+
+def test_stored_run_keeps_available_tools_and_says_what_was_not_captured(start_sidecar: Any) -> None:
+    """Through OTLP and storage: tool definitions and descriptions become `available_tools`, an
+    OpenInference request (flattened `llm.output_messages.*` keys) fills a lossy tool input, and a
+    tool span without arguments is `input_captured: false` in the JSON form."""
+    sidecar = start_sidecar()
+    trace, root = new_trace_id(), new_span_id()
+    definitions = [
+        {"type": "function", "name": "search", "description": "Find.", "parameters": {"type": "object"}}
+    ]
+    prefix = "llm.output_messages.0.message.tool_calls.0.tool_call."
+    llm = SpanSpec(
+        trace,
+        new_span_id(),
+        "llm",
+        1,
+        2,
+        parent=root,
+        attributes={
+            "openinference.span.kind": "LLM",
+            "llm.token_count.prompt": 7,
+            prefix + "id": "c1",
+            prefix + "function.name": "search",
+            prefix + "function.arguments": '{"query": "books"}',
+        },
+    )
+    lossy = SpanSpec(
+        trace,
+        new_span_id(),
+        "search",
+        3,
+        4,
+        parent=root,
+        attributes={"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": "books"},
+    )
+    blind = SpanSpec(
+        trace,
+        new_span_id(),
+        "execute_tool notify",
+        5,
+        6,
+        parent=root,
+        attributes={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "notify",
+            "gen_ai.tool.description": "Tell the user.",
+        },
+    )
+    agent = agent_span(trace, root, 0, 10, attributes={"gen_ai.tool.definitions": json.dumps(definitions)})
+    sidecar.pipeline.accept(request(agent, llm, lossy, blind).SerializeToString())
+    assert sidecar.wait_until_assembled(30)
+    [run] = runs_of(sidecar, trace)
+    assert run["available_tools"] == [
+        {"name": "search", "description": "Find.", "parameters": {"type": "object"}},
+        {"name": "notify", "description": "Tell the user.", "parameters": None},
+    ]
+    assert (run["input_tokens"], run["incomplete"]) == (7, False)
+    calls = [(c["name"], c["input"], c["input_captured"]) for c in run["tool_calls"]]
+    assert calls == [("search", {"query": "books"}, True), ("notify", None, False)]
 
 
 def test_store_that_cannot_decode_protobuf_gets_python_rendered_spans(

@@ -173,7 +173,7 @@ def test_shutdown_and_flush_the_created_provider(fresh_process: list[trace.Trace
         ({"max_value_length": 0}, "max_value_length must be a positive int"),
         ({"capture": "yes"}, "capture must be True or False"),
         ({"scrub_patterns": "password"}, "scrub_patterns must be a list"),
-        ({"scrub_patterns": ["("]}, "scrub_patterns contains an invalid regular expression"),
+        ({"scrub_patterns": ["("]}, "scrub_patterns[0] '(' is not a valid regular expression"),
         ({"headers": {"x-key": 1}}, "headers must be a mapping of str to str"),
         ({"redact": "not callable"}, "redact must be a callable"),
     ],

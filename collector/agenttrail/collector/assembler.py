@@ -21,10 +21,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrail.collector.background import BackgroundLoop
+from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.store import Store
-from agenttrail.collector.trajectory import TRAJECTORY_ATTRIBUTES, AgentRun, SpanEvent, SpanRecord, build_runs
+from agenttrail.collector.trajectory import (
+    TRAJECTORY_ATTRIBUTE_PREFIXES,
+    TRAJECTORY_ATTRIBUTES,
+    AgentRun,
+    SpanEvent,
+    SpanRecord,
+    build_runs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +64,18 @@ TRAJECTORY_COLUMNS = (
     "Version",
     "IsDeleted",
 )
+# Columns added by later migrations; rows written without them (older writers, tests) get defaults.
+ADDED_TRAJECTORY_COLUMNS = ("AvailableTools", "Incomplete")
+ASSEMBLED_COLUMNS = TRAJECTORY_COLUMNS + ADDED_TRAJECTORY_COLUMNS
+_IS_DELETED = TRAJECTORY_COLUMNS.index("IsDeleted")
 _STATE_COLUMNS = ("TraceId", "AssembledThrough", "RunKeys", "Revision", "Version")
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
-       Duration, StatusCode, StatusMessage, mapFilter((k, v) -> k IN {keys:Array(String)}, SpanAttributes),
+       Duration, StatusCode, StatusMessage,
+       mapFilter((k, v) -> k IN {keys:Array(String)}
+                 OR arrayExists(p -> startsWith(k, p), {prefixes:Array(String)}), SpanAttributes),
        arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name,
-       arrayMap(a -> mapFilter((k, v) -> k = 'exception.type', a), Events.Attributes)
+       arrayMap(a -> mapFilter((k, v) -> k IN {event_keys:Array(String)}, a), Events.Attributes)
 FROM otel_traces
 WHERE TraceId IN {ids:Array(String)}
   AND Timestamp >= {since:DateTime64(9)} AND Timestamp <= {until:DateTime64(9)}
@@ -130,6 +144,8 @@ def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version
         _ts6(assembled_at),
         version,
         0,
+        _json([tool.to_json() for tool in run.available_tools]),
+        int(run.incomplete),
     )
 
 
@@ -292,10 +308,10 @@ class Assembler(BackgroundLoop):
                 _deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
             )
             state_rows.append((trace_id, _ts6(through[trace_id]), keys, revision, version))
-        self._store.insert_rows("trajectories", TRAJECTORY_COLUMNS, trajectory_rows)
+        self._store.insert_rows("trajectories", ASSEMBLED_COLUMNS, trajectory_rows)
         # State last: a crash before it only means the trace is assembled again.
         self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
-        runs_written = sum(1 for row in trajectory_rows if not row[-1])
+        runs_written = sum(1 for row in trajectory_rows if not row[_IS_DELETED])
         self.assembled_runs += runs_written
         for listener in self.listeners:
             listener()
@@ -312,6 +328,8 @@ class Assembler(BackgroundLoop):
             "since": _ts6(since - 1),
             "until": _ts6(until + 1),
             "keys": TRAJECTORY_ATTRIBUTES,
+            "prefixes": TRAJECTORY_ATTRIBUTE_PREFIXES,
+            "event_keys": list(EVENT_ATTRIBUTES),
         }
         spans: dict[str, list[SpanRecord]] = {}
         for row in self._store.query(_SPAN_QUERY, params):
@@ -321,7 +339,7 @@ class Assembler(BackgroundLoop):
 
 def _deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> tuple[Any, ...]:
     blank: list[Any] = [*[""] * 7, _ts6(now), 0.0, 0, "", "", "", 0, 0, 0, [], [], "[]", 0, 0]
-    return (trace_id, root_span_id, *blank, _ts6(now), version, 1)
+    return (trace_id, root_span_id, *blank, _ts6(now), version, 1, "[]", 0)
 
 
 def _span_from_row(row: tuple[Any, ...]) -> SpanRecord:

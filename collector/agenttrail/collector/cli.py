@@ -24,7 +24,7 @@ import click
 from agenttrail.collector.config import SETTINGS, SidecarConfig, load_config
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
-from agenttrail.collector.schema import Migration, migrate
+from agenttrail.collector.schema import MIGRATIONS, MIGRATIONS_TABLE, Migration, Retention, migrate
 from agenttrail.collector.sidecar import Sidecar, read_lock_holder
 from agenttrail.collector.store import Store, parse_store
 
@@ -341,6 +341,54 @@ def trajectories(
 def trajectory_summary(calls: Sequence[dict[str, Any]], width: int = 70) -> str:
     text = " > ".join(call["name"] + ("!" if call["status"] == "error" else "") for call in calls) or "-"
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# Every migration `agenttrail schema` prints; extensions append theirs (as the evaluators do).
+SCHEMA_MIGRATIONS: list[Migration] = list(MIGRATIONS)
+
+
+@cli.command()
+@click.option("--cluster", default=None, help="Print the DDL for this replicated ClickHouse cluster.")
+@click.option(
+    "--replicas-only",
+    is_flag=True,
+    help="With --cluster: one shard, replicated tables under their own names, no Distributed tables.",
+)
+@click.option("--database", default=None, help="ClickHouse database [env AGENTTRAIL_DATABASE].")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    envvar="AGENTTRAIL_CONFIG",
+    help="YAML config file: the database and retention_* settings.",
+)
+def schema(cluster: str | None, replicas_only: bool, database: str | None, config_file: str | None) -> None:
+    """Print the schema's DDL: the migrations as the sidecar runs them, or, with --cluster,
+    ReplicatedMergeTree tables ON CLUSTER with Distributed tables over them and the retention TTLs.
+
+    Run the cluster DDL (clickhouse client --multiquery) before the sidecars start; they find the
+    migrations recorded and keep to the same SQL.
+    """
+    from agenttrail.collector.cluster_ddl import cluster_ddl
+
+    config = config_from({"database": database}, config_file)
+    retention = Retention(
+        config.retention_spans_days, config.retention_trajectories_days, config.retention_scores_days
+    )
+    if replicas_only and not cluster:
+        raise click.UsageError("--replicas-only needs --cluster NAME")
+    try:
+        if cluster:
+            statements = cluster_ddl(
+                SCHEMA_MIGRATIONS, cluster, config.database, retention, distributed=not replicas_only
+            )
+        else:
+            statements = [MIGRATIONS_TABLE]
+            for migration in sorted(SCHEMA_MIGRATIONS, key=lambda m: m.version):
+                statements += [s for s in migration.statements if s not in statements]
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(";\n\n".join(statement.strip() for statement in statements) + ";")
 
 
 def main() -> None:

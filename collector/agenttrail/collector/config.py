@@ -33,6 +33,13 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+def _days(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be a whole number of days, 0 to keep for ever")
+    return number
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -93,6 +100,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bearer_token", None, _optional_str, "require 'Authorization: Bearer <token>' on OTLP and API"),
     Setting("tls_cert", None, _optional_str, "PEM certificate file for TLS on both receivers"),
     Setting("tls_key", None, _optional_str, "PEM private key file for TLS on both receivers"),
+    Setting("retention_spans_days", 0, _days, "days to keep raw spans (otel_traces); 0 keeps them for ever"),
+    Setting("retention_trajectories_days", 0, _days, "days to keep trajectories; 0 keeps them for ever"),
+    Setting("retention_scores_days", 0, _days, "days to keep scores and decisions; 0 keeps them for ever"),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -114,6 +124,9 @@ class SidecarConfig:
     bearer_token: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    retention_spans_days: int = 0
+    retention_trajectories_days: int = 0
+    retention_scores_days: int = 0
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):

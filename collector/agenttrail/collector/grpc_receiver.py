@@ -8,7 +8,6 @@ exporters retry.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +15,7 @@ from typing import Any
 
 import grpc
 
+from agenttrail.collector.auth import bearer_ok
 from agenttrail.collector.errors import ConfigError, OverloadedError
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.otlp_decode import FORMAT_PROTOBUF, OtlpDecodeError
@@ -75,12 +75,11 @@ class GrpcReceiver:
 
     def authorized(self, context: Any) -> bool:
         """Whether the call carries the configured bearer token (always, when none is set)."""
-        if not self._token:
-            return True
-        for key, value in context.invocation_metadata():
-            if key == "authorization" and isinstance(value, str):
-                return hmac.compare_digest(value.encode(), f"Bearer {self._token}".encode())
-        return False
+        given = next(
+            (v for k, v in context.invocation_metadata() if k == "authorization" and isinstance(v, str)),
+            None,
+        )
+        return bearer_ok(given, self._token)
 
     def _export(self, request: bytes, context: Any) -> bytes:
         if not self.authorized(context):

@@ -8,7 +8,6 @@ lines so that CLI commands work while `serve` holds the embedded store.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import ssl
@@ -22,6 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 from google.protobuf import json_format
 from google.rpc import status_pb2  # type: ignore[import-untyped]
 
+from agenttrail.collector.auth import bearer_ok
 from agenttrail.collector.errors import AgentTrailError, ConfigError, OverloadedError
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.otlp_decode import FORMAT_JSON, FORMAT_PROTOBUF, OtlpDecodeError
@@ -150,11 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(code, body, JSON, headers)
 
     def _authorized(self) -> bool:
-        token = self.server.bearer_token
-        if not token:
-            return True
-        given = self.headers.get("Authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+        return bearer_ok(self.headers.get("Authorization"), self.server.bearer_token)
 
     def _discard_body(self) -> None:
         """Read and drop a body we refuse, so the connection stays usable (up to a bound)."""

@@ -106,7 +106,8 @@ class TrajectoryFilter:
 
 # What `trajectory_to_json` reads, in its order (shared with the judge worker's queue).
 TRAJECTORY_JSON_COLUMNS = """TraceId, Agent, Task, ConversationId, toUnixTimestamp64Micro(Start), LatencyS,
-Failure, ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revision"""
+Failure, ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revision,
+AvailableTools, Incomplete"""
 
 
 def query_trajectories(store: Store, where: TrajectoryFilter) -> list[dict[str, Any]]:
@@ -147,4 +148,8 @@ def trajectory_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
         "input_tokens": int(row[12]),
         "output_tokens": int(row[13]),
         "revision": int(row[14]),
+        # [{"name", "description", "parameters" (JSON schema or null)}], from the trace's spans
+        "available_tools": json.loads(row[15]) if row[15] else [],
+        # the run's root span never arrived: an agent span that never ended, closed by the quiet period
+        "incomplete": bool(row[16]),
     }

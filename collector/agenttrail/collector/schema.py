@@ -8,6 +8,7 @@ re-assembly writes a new version instead of a duplicate.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from agenttrail.collector.store import Store
@@ -157,9 +158,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         "trajectories.Model",
         ("ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS Model LowCardinality(String) AFTER ServiceName",),
     ),
+    # The tools the trace says the agent could call (judges' `available_tools`, spec/judges.md),
+    # and whether the run's root span never arrived (an agent span that never ended).
+    Migration(
+        3,
+        "trajectories.AvailableTools, trajectories.Incomplete",
+        (
+            "ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS AvailableTools String DEFAULT '[]'",
+            "ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS Incomplete UInt8 DEFAULT 0",
+        ),
+    ),
 )
 
-_MIGRATIONS_TABLE = """
+MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     Version UInt32,
     Name String,
@@ -174,7 +185,7 @@ def migrate(store: Store, migrations: tuple[Migration, ...] = MIGRATIONS) -> lis
     Every statement is idempotent (IF NOT EXISTS), so two processes migrating at once, or a
     crash between a statement and its record, leave the same schema.
     """
-    store.command(_MIGRATIONS_TABLE)
+    store.command(MIGRATIONS_TABLE)
     applied = {row[0] for row in store.query("SELECT DISTINCT Version FROM schema_migrations")}
     done: list[int] = []
     for migration in sorted(migrations, key=lambda m: m.version):
@@ -185,4 +196,68 @@ def migrate(store: Store, migrations: tuple[Migration, ...] = MIGRATIONS) -> lis
             store.command(statement)
         store.insert_rows("schema_migrations", ("Version", "Name"), [(migration.version, migration.name)])
         done.append(migration.version)
+    return done
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Days to keep raw spans, trajectories and scores; 0 keeps them for ever."""
+
+    spans_days: int = 0
+    trajectories_days: int = 0
+    scores_days: int = 0
+
+    def by_table(self) -> list[tuple[str, str, int]]:
+        """(table, time column, days) for every table retention applies to."""
+        return [(table, column, getattr(self, f"{kind}_days")) for table, column, kind in RETENTION_TABLES]
+
+
+# Which tables each retention setting covers, and the time column that ages a row. Scores are
+# aged by their run's start, like the run itself. Tables of later migrations are skipped
+# where they do not exist (the collector alone has no scores).
+RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
+    ("otel_traces", "Timestamp", "spans"),
+    ("otel_traces_trace_id_ts", "Start", "spans"),
+    ("trajectories", "Start", "trajectories"),
+    ("scores", "RunStart", "scores"),
+    ("evaluation_decisions", "DecidedAt", "scores"),
+)
+
+# A table-level TTL as ClickHouse prints it in the table's CREATE statement.
+_TABLE_TTL = re.compile(r"\bTTL (.+?)(?: SETTINGS |$)")
+
+
+def ttl_expression(column: str, days: int) -> str:
+    return f"toDateTime({column}) + toIntervalDay({days})"
+
+
+def apply_retention(store: Store, retention: Retention) -> list[str]:
+    """Set (or remove) each table's TTL to match `retention`; returns the statements run.
+
+    Runs at every start, after the migrations, and changes nothing when the TTLs already match,
+    so a config change takes effect at the next restart. A Distributed table (the cluster
+    layout) is left alone: `agenttrail schema --cluster` sets the TTLs on its local tables.
+    """
+    done: list[str] = []
+    for table, column, days in retention.by_table():
+        rows = store.query(
+            "SELECT engine, create_table_query FROM system.tables "
+            "WHERE database = currentDatabase() AND name = {table:String}",
+            {"table": table},
+        )
+        if not rows or rows[0][0] == "Distributed":
+            continue
+        current = _TABLE_TTL.search(str(rows[0][1]))
+        wanted = ttl_expression(column, days) if days else None
+        if (current.group(1).strip() if current else None) == wanted:
+            continue
+        if wanted is not None:
+            statement = f"ALTER TABLE {table} MODIFY TTL {wanted}"
+        elif current is not None:
+            statement = f"ALTER TABLE {table} REMOVE TTL"
+        else:
+            continue
+        log.info("retention: %s", statement)
+        store.command(statement)
+        done.append(statement)
     return done

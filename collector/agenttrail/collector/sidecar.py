@@ -26,7 +26,7 @@ from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.http_receiver import HttpReceiver, PageRoute, ReadRoute
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
-from agenttrail.collector.schema import MIGRATIONS, Migration, migrate
+from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, apply_retention, migrate
 from agenttrail.collector.store import Store, StoreLocation, parse_store
 
 log = logging.getLogger(__name__)
@@ -200,6 +200,12 @@ class Sidecar:
     def _start(self, config: SidecarConfig) -> None:
         self.store = Store(self.location)
         migrate(self.store, tuple(self.migrations))
+        apply_retention(
+            self.store,
+            Retention(
+                config.retention_spans_days, config.retention_trajectories_days, config.retention_scores_days
+            ),
+        )
         self.assembler = Assembler(
             self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
         )

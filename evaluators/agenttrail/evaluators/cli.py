@@ -17,6 +17,7 @@ import click
 
 import agenttrail.evaluators.cli_criteria
 from agenttrail.collector.cli import (
+    SCHEMA_MIGRATIONS,
     SIDECAR_EXTENSIONS,
     SidecarApi,
     build_sidecar,
@@ -42,6 +43,8 @@ from agenttrail.evaluators import (
 from agenttrail.evaluators.api import install_api
 from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
 from agenttrail.evaluators.cli_offline import evaluate_command
+from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
 from agenttrail.evaluators.judges import ClientPool
 from agenttrail.evaluators.monitoring.export_install import install_export_and_report
@@ -82,6 +85,7 @@ EXTENSION_SECTIONS.update(
     ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
 )
 cli.add_command(evaluate_command)
+SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if m not in SCHEMA_MIGRATIONS)
 
 
 def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:

@@ -39,10 +39,11 @@ from typing import Any, TypeVar
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from agenttrail.collector.trajectory import NOT_CAPTURED as TRACED_NOT_CAPTURED
 from agenttrail.collector.trajectory import STATUS_ERROR, SpanEvent, SpanRecord, build_runs
 from agenttrail.collector.trajectory import ToolCall as TracedCall
 from agenttrail.evaluators.datasets import QUERY_FIELDS, DatasetRow, RowError
-from agenttrail.evaluators.metrics import ABSENT, ToolCall
+from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, Absent, ToolCall
 from agenttrail.instrumentation import agent_run
 from agenttrail.instrumentation.testing import capture_spans
 
@@ -157,11 +158,12 @@ def _loop_running() -> bool:
 
 
 def _predicted_call(call: TracedCall) -> ToolCall:
-    return ToolCall(
-        call.name,
-        call.input if isinstance(call.input, dict) else ABSENT,
-        ABSENT if call.status == "error" else call.output,
-    )
+    if call.input is TRACED_NOT_CAPTURED:
+        arguments: dict[str, Any] | Absent = NOT_CAPTURED
+    else:
+        arguments = call.input if isinstance(call.input, dict) else ABSENT
+    no_output = call.status == "error" or call.output is TRACED_NOT_CAPTURED
+    return ToolCall(call.name, arguments, ABSENT if no_output else call.output)
 
 
 def spans_to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:

@@ -22,7 +22,7 @@ from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.deleted_runs import delete_scores_of_deleted_runs
-from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.reference_store import StoredReference
 from agenttrail.evaluators.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
 
@@ -151,15 +151,17 @@ class EvaluatorConfig:
 
 
 def predicted_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
-    """Stored tool calls -> metric calls; a failed call has no output to compare."""
+    """Stored tool calls -> metric calls; a failed call has no output to compare; arguments the
+    trace did not capture (`input_captured: false`) are NOT_CAPTURED, not `{}`."""
     calls = []
     for call in tool_calls:
         arguments = call.get("input")
         output = call.get("output")
+        captured = call.get("input_captured", True) is not False
         calls.append(
             ToolCall(
                 name=str(call["name"]),
-                input=arguments if isinstance(arguments, dict) else ABSENT,
+                input=(arguments if isinstance(arguments, dict) else ABSENT) if captured else NOT_CAPTURED,
                 output=ABSENT if call.get("status") == "error" or output is None else output,
             )
         )

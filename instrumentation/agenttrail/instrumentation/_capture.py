@@ -16,66 +16,41 @@ from opentelemetry.util.types import AttributeValue
 
 from agenttrail.instrumentation import attributes as attr
 from agenttrail.instrumentation._errors import internal_error
+from agenttrail.instrumentation._scrubbing import (
+    ANY_HINT,
+    CIRCULAR,
+    DEFAULT_KEY_PATTERN,
+    DEFAULT_KEY_PATTERNS,
+    KEY_HINT,
+    MAX_DEPTH,
+    MAX_FINDINGS,
+    REDACTED,
+    TOO_DEEP,
+    compile_key_pattern,
+    fields_of,
+    scrub_keys,
+    scrub_text,
+)
+
+__all__ = [
+    "CIRCULAR",
+    "DEFAULT_KEY_PATTERNS",
+    "REDACTED",
+    "REDACTION_FAILED",
+    "TOO_DEEP",
+    "CaptureSettings",
+    "RedactHook",
+    "capture_into",
+    "make_settings",
+    "note_scrubbed",
+    "to_json",
+    "truncation_marker",
+]
 
 RedactHook = Callable[[str, str, Any], Any]
 """``redact(kind, name, value) -> value``: kind is arguments/result/input/output, name the tool or agent."""
 
-REDACTED: Final = "[REDACTED]"
 REDACTION_FAILED: Final = "[REDACTION FAILED]"
-CIRCULAR: Final = "[circular]"
-TOO_DEEP: Final = "[too deep]"
-MAX_DEPTH: Final = 100
-
-# Searched (case-insensitively) in dict keys and parameter names; a match redacts the whole value.
-# The look-aheads keep LLM vocabulary such as max_tokens, token_count, tokenizer and author visible.
-DEFAULT_KEY_PATTERNS: Final = (
-    r"passw(?:or)?d",
-    r"pwd",
-    r"secret",
-    r"api[-_. ]?key",
-    r"private[-_. ]?key",
-    r"session[-_. ]?key",
-    r"token(?!s|iz|_?count|_?limit|_?usage|_?budget)",
-    r"authorization",
-    r"auth(?!or)",
-    r"credential",
-    r"cookie",
-    r"jwt",
-    r"[cx]srf",
-    r"credit[-_. ]?card",
-)
-# Words one of which every default key pattern contains. Searched in the lower-cased text first,
-# with the value hints below: one literal scan is ten times cheaper than the patterns, and most
-# values contain none of them.
-_KEY_HINTS: Final = "passw|pwd|secret|key|token|auth|credential|cookie|jwt|srf|card"
-_KEY_HINT: Final = re.compile(_KEY_HINTS)
-
-# Searched in the rendered text, so secrets inside repr() of arbitrary objects are caught too.
-# Character classes exclude quotes and backslashes: replacing a match keeps JSON valid.
-_SECRET_VALUE: Final = re.compile(
-    "|".join(
-        (
-            r"\b[Bb]earer\s+[A-Za-z0-9\-._~+/]{16,}=*",
-            r"\bsk-[A-Za-z0-9_\-]{16,}",
-            r"\b(?:gh[pousr]_|github_pat_)[A-Za-z0-9_]{20,}",
-            r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",
-            r"\bAKIA[0-9A-Z]{16}\b",
-            r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]+",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^\"]*?-----END [A-Z ]*PRIVATE KEY-----",
-        )
-    )
-)
-# A literal from each value pattern (lower-cased), for the same first scan.
-ANY_HINT_WORDS: Final = (
-    *_KEY_HINTS.split("|"),
-    *("earer", "sk-", "gh[pousr]_", "github_pat_", "xox", "akia", "eyj"),
-)
-# The same words grouped by first letter: Python's regex engine tries every branch of an
-# alternation at each position, so the grouped form scans text about twice as fast.
-_ANY_HINT: Final = re.compile(
-    r"p(?:assw|wd)|s(?:ecret|rf|k-)|key|token|a(?:uth|kia)|c(?:redential|ookie|ard)|jwt|earer"
-    r"|g(?:h[pousr]_|ithub_pat_)|xox|eyj"
-)
 
 
 def truncation_marker(cut: int) -> str:
@@ -90,9 +65,9 @@ class CaptureSettings:
     enabled: bool = True
     max_value_length: int = 8192
     redact: RedactHook | None = None
-    key_pattern: re.Pattern[str] = re.compile("|".join(DEFAULT_KEY_PATTERNS), re.IGNORECASE)
+    key_pattern: re.Pattern[str] = DEFAULT_KEY_PATTERN
     # User patterns may be anchored (``^pin$``), so the whole-text pre-check cannot stand in
-    # for testing each key; with them every container is walked.
+    # for testing each key; with them every container is walked and every name=value looked at.
     walk_always: bool = False
 
 
@@ -102,21 +77,22 @@ def make_settings(
     max_value_length: int = 8192,
     redact: RedactHook | None = None,
     scrub_patterns: Iterable[str] | None = None,
+    scrub_source: str = "scrub_patterns",
 ) -> CaptureSettings:
-    """Validate and compile capture settings; ValueError names the bad parameter."""
+    """Validate and compile capture settings; ValueError names the bad parameter.
+
+    ``scrub_source`` is what errors about a pattern call the list (an argument or a variable).
+    """
     if not isinstance(enabled, bool):
         raise ValueError(f"capture must be True or False, got {enabled!r}")
     if isinstance(max_value_length, bool) or not isinstance(max_value_length, int) or max_value_length < 1:
         raise ValueError(f"max_value_length must be a positive int, got {max_value_length!r}")
     if redact is not None and not callable(redact):
         raise ValueError(f"redact must be a callable (kind, name, value) -> value, got {redact!r}")
+    if isinstance(scrub_patterns, str | bytes) or not isinstance(scrub_patterns, Iterable | None):
+        raise ValueError(f"{scrub_source} must be a list of regular expressions, got {scrub_patterns!r}")
     extra = [] if scrub_patterns is None else list(scrub_patterns)
-    if isinstance(scrub_patterns, str) or not all(isinstance(p, str) for p in extra):
-        raise ValueError(f"scrub_patterns must be a list of regular expressions, got {scrub_patterns!r}")
-    try:
-        key_pattern = re.compile("|".join((*DEFAULT_KEY_PATTERNS, *extra)), re.IGNORECASE)
-    except re.error as exc:
-        raise ValueError(f"scrub_patterns contains an invalid regular expression: {exc}") from exc
+    key_pattern = compile_key_pattern(extra, scrub_source) if extra else DEFAULT_KEY_PATTERN
     return CaptureSettings(enabled, max_value_length, redact, key_pattern, walk_always=bool(extra))
 
 
@@ -131,7 +107,17 @@ def safe_repr(value: object) -> str:
 # The C encoder behind json.dumps, built once: JSONEncoder.encode() builds a new one per call,
 # which is most of its cost for small values. Without a markers dict it skips cycle detection;
 # a cycle ends in RecursionError and takes the slow path like every other failure.
-_encode: Final = make_encoder(None, safe_repr, encode_basestring, None, ":", ",", False, False, False)
+def _default(value: object) -> object:
+    """What the encoder writes for a value JSON has no type for: a dataclass or pydantic model's
+    fields as an object (so secret fields are found by name), anything else its repr()."""
+    try:
+        fields = fields_of(value)
+    except Exception:
+        fields = None
+    return safe_repr(value) if fields is None else fields
+
+
+_encode: Final = make_encoder(None, _default, encode_basestring, None, ":", ",", False, False, False)
 
 
 def to_json(value: object) -> str:
@@ -165,7 +151,16 @@ def _jsonable(value: object, depth: int, path: set[int]) -> object:
             return [_jsonable(v, depth + 1, path) for v in value]
         finally:
             path.discard(id(value))
-    return safe_repr(value)
+    fields = _default(value)
+    if isinstance(fields, dict):
+        if id(value) in path:
+            return CIRCULAR
+        path.add(id(value))
+        try:
+            return _jsonable(fields, depth, path)
+        finally:
+            path.discard(id(value))
+    return fields
 
 
 def _int_prints(value: int) -> bool:
@@ -177,48 +172,25 @@ def _int_prints(value: int) -> bool:
     return True
 
 
-def _scrub_keys(value: object, pattern: re.Pattern[str], depth: int, path: set[int]) -> tuple[object, bool]:
-    """Copy of ``value`` with the values under secret-looking keys replaced; and whether any were."""
-    if not isinstance(value, dict | list | tuple):
-        return value, False
-    if id(value) in path:
-        return CIRCULAR, False
-    if depth >= MAX_DEPTH:  # fail closed: deeper levels are not checked, so not shown
-        return TOO_DEEP, False
-    path.add(id(value))
-    scrubbed = False
-    try:
-        if isinstance(value, dict):
-            out: dict[object, object] = {}
-            for k, v in value.items():
-                if isinstance(k, str) and pattern.search(k):
-                    out[k] = REDACTED
-                    scrubbed = True
-                else:
-                    out[k], hit = _scrub_keys(v, pattern, depth + 1, path)
-                    scrubbed |= hit
-            return out, scrubbed
-        items = []
-        for v in value:
-            item, hit = _scrub_keys(v, pattern, depth + 1, path)
-            items.append(item)
-            scrubbed |= hit
-        return items, scrubbed
-    finally:
-        path.discard(id(value))
-
-
-def _scrub(settings: CaptureSettings, value: object, text: str, attrs: dict[str, AttributeValue]) -> str:
-    """``text`` with secrets replaced: values under secret keys, then secret-looking strings."""
-    scrubbed = False
+def _scrub(settings: CaptureSettings, value: object, text: str) -> tuple[str, list[str]]:
+    """``text`` with secrets replaced, and what was found: values under secret keys first (by
+    walking ``value``), then secret name=value pairs and secret-shaped strings in the text."""
+    found: dict[str, None] = {}
     # Walking the structure is only needed if a key word appears anywhere in the text.
-    if settings.walk_always or _KEY_HINT.search(text.lower()):
-        value, scrubbed = _scrub_keys(value, settings.key_pattern, 0, set())
-        text = to_json(value)
-    text, hits = _SECRET_VALUE.subn(REDACTED, text)
-    if scrubbed or hits:
-        attrs[attr.AGENTTRAIL_SCRUBBED] = True
-    return text
+    if settings.walk_always or KEY_HINT.search(text.lower()):
+        value = scrub_keys(value, settings.key_pattern, found)
+        if found:
+            text = to_json(value)
+    text, in_text = scrub_text(text, settings.key_pattern, settings.walk_always, in_json=True)
+    return text, [*found, *in_text]
+
+
+def note_scrubbed(attrs: dict[str, AttributeValue], keys: Iterable[str], findings: list[str]) -> None:
+    """Add ``"<attribute>: <finding>"`` entries to the span's agenttrail.scrubbed list (bounded)."""
+    previous = attrs.get(attr.AGENTTRAIL_SCRUBBED)
+    entries = dict.fromkeys(previous if isinstance(previous, tuple) else ())
+    entries.update((f"{key}: {finding}", None) for key in keys for finding in findings)
+    attrs[attr.AGENTTRAIL_SCRUBBED] = tuple(entries)[:MAX_FINDINGS]
 
 
 def capture_into(
@@ -243,8 +215,10 @@ def capture_into(
         text = "".join(_encode(value, 0))
     except Exception:
         text = to_json(value)
-    if settings.walk_always or _ANY_HINT.search(text.lower()):
-        text = _scrub(settings, value, text, attrs)
+    if settings.walk_always or ANY_HINT.search(text.lower()):
+        text, findings = _scrub(settings, value, text)
+        if findings:
+            note_scrubbed(attrs, keys, findings)
     cut = len(text) - settings.max_value_length
     if cut > 0:
         text = text[: settings.max_value_length] + truncation_marker(cut)

@@ -14,6 +14,7 @@ mirrors are stored at the end with the rendered values, without a second check
 
 import functools
 import inspect
+import traceback
 from collections.abc import Callable, Mapping
 from contextvars import Token
 from types import TracebackType
@@ -25,9 +26,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from agenttrail.instrumentation import attributes as attr
-from agenttrail.instrumentation._capture import capture_into
+from agenttrail.instrumentation._capture import capture_into, note_scrubbed
 from agenttrail.instrumentation._errors import internal_error, logger
 from agenttrail.instrumentation._rendered_attributes import set_rendered_attributes
+from agenttrail.instrumentation._scrubbing import scrub_text
 from agenttrail.instrumentation._state import STATE
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -89,6 +91,39 @@ def _description(exc: BaseException) -> str:
         return str(exc)
     except Exception:
         return ""
+
+
+def _exception_type(exc: BaseException) -> str:
+    """``module.qualname`` (builtins by bare name), as the SDK's record_exception() writes it."""
+    cls = type(exc)
+    module = getattr(cls, "__module__", None)
+    return f"{module}.{cls.__qualname__}" if module and module != "builtins" else cls.__qualname__
+
+
+def _stacktrace(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(exc))
+    except Exception:  # a broken __str__ or traceback object; the message still says what happened
+        return ""
+
+
+def _record_failure(span: Span, attrs: dict[str, AttributeValue], exc: BaseException) -> None:
+    """The exception event and ERROR status, with secrets scrubbed from the message and stack trace.
+
+    The SDK's record_exception() would store ``str(exc)`` and the trace (source lines included,
+    with any literal in them) as they are; findings go to ``attrs`` (agenttrail.scrubbed).
+    """
+    settings = STATE.settings
+    event: dict[str, AttributeValue] = {"exception.type": _exception_type(exc)}
+    for key, text in (("exception.message", _description(exc)), ("exception.stacktrace", _stacktrace(exc))):
+        event[key], findings = scrub_text(text, settings.key_pattern, settings.walk_always, in_json=False)
+        if findings:
+            note_scrubbed(attrs, (key,), findings)
+    event["exception.escaped"] = "False"
+    attrs[attr.ERROR_TYPE] = _error_type(exc)
+    set_rendered_attributes(span, attrs)
+    span.add_event("exception", event)
+    span.set_status(Status(StatusCode.ERROR, str(event["exception.message"])))
 
 
 class _SpanSpec:
@@ -223,10 +258,7 @@ class _Active:
             span = self.span
             attrs = self.attrs
             if attrs is not None:
-                attrs[attr.ERROR_TYPE] = _error_type(exc)
-                set_rendered_attributes(span, attrs)
-                span.record_exception(exc)
-                span.set_status(Status(StatusCode.ERROR, _description(exc)))
+                _record_failure(span, attrs, exc)
         except Exception as internal:
             internal_error(self.spec.error_key, internal)
         finally:

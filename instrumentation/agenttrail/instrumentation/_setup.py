@@ -4,6 +4,7 @@ Exporter and SDK modules are imported here, lazily, so importing the package sta
 code that is only decorated (never configured) needs nothing beyond the OpenTelemetry API.
 """
 
+import json
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -22,6 +23,23 @@ if TYPE_CHECKING:
 PROTOCOLS: Final = ("grpc", "http/protobuf")
 # Checked in this order when protocol= is not given, as the OTLP exporter specification says.
 PROTOCOL_ENV_VARS: Final = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+# Extra secret key patterns when configure() is given none: comma-separated, or a JSON list of
+# strings for patterns that contain commas ('["a{1,3}b", "^pin$"]').
+SCRUB_PATTERNS_ENV: Final = "AGENTTRAIL_SCRUB_PATTERNS"
+
+
+def _scrub_patterns_from_env() -> list[str] | None:
+    value = os.environ.get(SCRUB_PATTERNS_ENV, "").strip()
+    if not value:
+        return None
+    if value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None  # a pattern that starts with a character class, not a JSON list
+        if isinstance(parsed, list):
+            return parsed
+    return [p.strip() for p in value.split(",") if p.strip()]
 
 
 def _resolve_protocol(protocol: str | None) -> str:
@@ -98,12 +116,21 @@ def configure(
     ``protocol`` / ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL``) and installs it globally. Unset
     ``endpoint``, ``headers`` and ``sample_rate`` leave the standard OTEL_* variables in charge.
     ``capture=False`` records no arguments, results, inputs or outputs; ``redact(kind, name,
-    value)`` rewrites values before secrets matching the default or ``scrub_patterns`` key
-    patterns are scrubbed; values are cut to ``max_value_length`` characters.
+    value)`` rewrites values before secrets are scrubbed: values under secret keys (the default
+    key patterns plus ``scrub_patterns``, else those in AGENTTRAIL_SCRUB_PATTERNS), ``name=value``
+    pairs with such names and secret-shaped strings in any text; then values are cut to
+    ``max_value_length`` characters. Exception messages and stack traces are scrubbed too.
     Raises ValueError naming the parameter or variable with a bad value; nothing changes then.
     """
+    source = "scrub_patterns"
+    if scrub_patterns is None:
+        scrub_patterns, source = _scrub_patterns_from_env(), SCRUB_PATTERNS_ENV
     settings = make_settings(
-        enabled=capture, max_value_length=max_value_length, redact=redact, scrub_patterns=scrub_patterns
+        enabled=capture,
+        max_value_length=max_value_length,
+        redact=redact,
+        scrub_patterns=scrub_patterns,
+        scrub_source=source,
     )
     _check_sample_rate(sample_rate)
     _check_headers(headers)

@@ -7,6 +7,7 @@ spec's examples and the rules it had to decide where the spec is open.
 from agenttrail.evaluators.metrics.aggregation import Aggregate, aggregate
 from agenttrail.evaluators.metrics.calls import (
     ABSENT,
+    NOT_CAPTURED,
     Absent,
     ToolCall,
     TrajectoryFormatError,
@@ -22,6 +23,7 @@ from agenttrail.evaluators.metrics.correctness import (
 )
 from agenttrail.evaluators.metrics.matching import (
     ArgumentMode,
+    NotComputable,
     call_matcher,
     calls_match,
     canonical_json,
@@ -51,11 +53,13 @@ from agenttrail.evaluators.metrics.trajectory import (
 __all__ = [
     "ABSENT",
     "METRICS",
+    "NOT_CAPTURED",
     "Absent",
     "Aggregate",
     "ArgumentMode",
     "ConfiguredMetric",
     "MetricSpec",
+    "NotComputable",
     "Param",
     "ToolCall",
     "ToolCorrectnessResult",

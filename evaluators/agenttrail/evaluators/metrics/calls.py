@@ -22,6 +22,8 @@ Rules where the spec is open:
 
 - ``ABSENT`` (the data did not carry the field) is kept apart from JSON null, because a reference
   input that is absent *or* null is a wildcard, while a tool that returned null has an output.
+- ``"input_captured": false`` on a DeepEval-style call (as agenttrail stores trajectories) makes its
+  input ``NOT_CAPTURED``, whatever ``args`` says.
 - Unknown keys are ignored, so dataset rows may carry extra fields; a row that has both
   ``tool_name`` and ``name``, or both ``args`` and ``input_parameters``, is ambiguous and rejected.
 - OpenAI ``arguments`` may be a JSON string or an object; an empty string means no arguments
@@ -43,15 +45,21 @@ from typing import Any, Final, TypeAlias
 
 
 class Absent(enum.Enum):
-    """The type of ``ABSENT``: a field the data did not carry, as distinct from JSON null."""
+    """The type of ``ABSENT`` (a field the data did not carry, as distinct from JSON null) and of
+    ``NOT_CAPTURED`` (a predicted call whose arguments the trace did not record)."""
 
     ABSENT = "ABSENT"
+    NOT_CAPTURED = "NOT_CAPTURED"
 
     def __repr__(self) -> str:
-        return "ABSENT"
+        return self.value
 
 
 ABSENT: Final = Absent.ABSENT
+NOT_CAPTURED: Final = Absent.NOT_CAPTURED
+"""Arguments the trace did not record (capture off, or an instrumentation that records none): not
+``{}``. It matches only in mode ``ignore`` or a wildcard reference; any other comparison makes the
+metric not computable for the run (spec/metrics.md)."""
 
 
 class TrajectoryFormatError(ValueError):
@@ -103,6 +111,8 @@ def _parse_call(item: object, where: str) -> ToolCall:
             raise TrajectoryFormatError(f"{where}: has both 'args' and 'input_parameters'")
         key = "input_parameters" if "input_parameters" in item else "args"
         output = _json(item["output"], f"{where}.output") if "output" in item else ABSENT
+        if item.get("input_captured") is False:
+            return ToolCall(_name(item["name"], f"{where}.name"), NOT_CAPTURED, output)
         return ToolCall(
             _name(item["name"], f"{where}.name"), _input(item.get(key, ABSENT), f"{where}.{key}"), output
         )
@@ -194,7 +204,7 @@ def _name(value: object, where: str) -> str:
 
 
 def _input(value: object, where: str) -> dict[str, Any] | Absent | None:
-    if value is ABSENT or value is None:
+    if isinstance(value, Absent) or value is None:
         return value
     if not isinstance(value, Mapping):
         raise TrajectoryFormatError(f"{where}: expected a JSON object or null, got {_kind(value)}")

@@ -35,8 +35,10 @@ Rules where the spec is open:
 
 - Values compare by canonical JSON as in trajectory matching (1 == 1.0, true != 1).
 - An evaluation parameter is used for a pair only when both calls carry that data: an input that
-  is absent or null (a wildcard reference input, or arguments the trace did not capture) or an
-  absent output is not compared. A null output is data and is compared.
+  is absent or null (a wildcard reference input) or an absent output is not compared. A null
+  output is data and is compared. A called input that was ``NOT_CAPTURED`` against an expected
+  input of the same tool cannot be compared: with ``input_parameters`` evaluated the metric is not
+  computable for the run (``NotComputable``), never a guessed score.
 - ``strict_mode`` is applied after the min with the selection judge.
 - A ``tool_selection`` judge without ``available_tools`` is not called: there is nothing to select
   from, and the judge may be configured for every task while only some have tool schemas.
@@ -49,8 +51,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from agenttrail.evaluators.metrics.calls import ABSENT, ToolCall, TrajectoryLike, parse_trajectory
-from agenttrail.evaluators.metrics.matching import json_equal
+from agenttrail.evaluators.metrics.calls import (
+    ABSENT,
+    NOT_CAPTURED,
+    ToolCall,
+    TrajectoryLike,
+    parse_trajectory,
+)
+from agenttrail.evaluators.metrics.matching import json_equal, not_captured
 
 EvaluationParam: TypeAlias = Literal["input_parameters", "output"]
 
@@ -91,6 +99,8 @@ def _pair_score(expected: ToolCall, called: ToolCall, use_input: bool, use_outpu
     if expected.name != called.name:
         return 0.0
     score = 1.0
+    if use_input and isinstance(expected.input, dict) and called.input is NOT_CAPTURED:
+        raise not_captured(called.name)
     if use_input and isinstance(expected.input, dict) and isinstance(called.input, dict):
         score *= input_similarity(expected.input, called.input)
     if (

@@ -27,6 +27,9 @@ Rules where the spec is open:
 - Outputs take no part in trajectory matching; only tool correctness compares them.
 - A predicted input that is absent or null counts as ``{}`` (a call made without arguments); only
   a *reference* input that is absent or null is a wildcard.
+- A predicted input that was ``NOT_CAPTURED`` is not ``{}``: it matches a same-named wildcard
+  reference, and any reference in mode ``ignore``; comparing it in any other mode raises
+  ``NotComputable``, which the metric catalogue reports as a missing value with its reason.
 - Subset/superset recurse into nested objects; lists and scalars inside them compare exactly.
 - Key lists: a key missing from both inputs counts as equal, missing from one only does not (a
   null value is present). Keys cannot themselves contain dots. An empty list is rejected: it would
@@ -42,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from agenttrail.evaluators.metrics.calls import ABSENT, ToolCall
+from agenttrail.evaluators.metrics.calls import ABSENT, NOT_CAPTURED, ToolCall
 
 NamedMode: TypeAlias = Literal["exact", "ignore", "subset", "superset"]
 ArgumentMode: TypeAlias = NamedMode | list[str] | tuple[str, ...]
@@ -55,6 +58,17 @@ _InputPredicate: TypeAlias = Callable[[dict[str, Any], dict[str, Any]], bool]
 
 L = TypeVar("L")
 R = TypeVar("R")
+
+
+class NotComputable(ValueError):
+    """A metric cannot be computed for this run; the message says why (never scored as 0)."""
+
+
+def not_captured(name: str) -> NotComputable:
+    return NotComputable(
+        f"the arguments of predicted call {name!r} were not captured; they can only be matched with "
+        "arguments=ignore or a reference call without input (turn on argument capture to compare them)"
+    )
 
 
 def canonical_json(value: object) -> str:
@@ -139,13 +153,19 @@ def call_matcher(
         tool: _input_predicate(mode, f"tool_arguments[{tool!r}]")
         for tool, mode in (tool_arguments or {}).items()
     }
+    ignoring = {tool for tool, mode in (tool_arguments or {}).items() if mode == "ignore"}
+    ignore_default = arguments == "ignore"
 
     def match(predicted: ToolCall, reference: ToolCall) -> bool:
         if predicted.name != reference.name:
             return False
-        if reference.input is ABSENT or reference.input is None:
-            return True
-        predicted_input = {} if predicted.input is ABSENT or predicted.input is None else predicted.input
+        if not isinstance(reference.input, dict):
+            return True  # absent or null: a wildcard (a not-captured reference says no more)
+        if predicted.input is NOT_CAPTURED:
+            if reference.name in ignoring or (ignore_default and reference.name not in overrides):
+                return True
+            raise not_captured(predicted.name)
+        predicted_input = predicted.input if isinstance(predicted.input, dict) else {}  # absent, null
         return overrides.get(reference.name, default)(predicted_input, reference.input)
 
     return match

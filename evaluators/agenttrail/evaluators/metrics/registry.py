@@ -21,7 +21,9 @@ Values:
 
 Each metric is reported under its name (``tool_correctness`` adds ``tool_correctness_success``),
 so asking for one metric twice is an error. Metrics that need a reference are None when the run
-has none: missing, never 0. ``latency`` and ``failure`` are always reported, None when not known.
+has none: missing, never 0. So is a metric that would have to compare arguments the trace did not
+capture (``NOT_CAPTURED``); pass ``reasons={}`` to learn why each missing metric is missing.
+``latency`` and ``failure`` are always reported, None when not known.
 ``available_tools`` and the tool-selection judge are task data and judge configuration, not spec
 parameters: use ``tool_correctness`` directly for them.
 """
@@ -35,7 +37,7 @@ from typing import Any, TypeAlias, cast
 from agenttrail.evaluators.metrics import trajectory
 from agenttrail.evaluators.metrics.calls import ToolCall, TrajectoryLike, parse_trajectory
 from agenttrail.evaluators.metrics.correctness import tool_correctness
-from agenttrail.evaluators.metrics.matching import ArgumentMode, NamedMode, call_matcher
+from agenttrail.evaluators.metrics.matching import ArgumentMode, NamedMode, NotComputable, call_matcher
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,10 +261,12 @@ def compute_metrics(
     *,
     latency_s: float | None = None,
     failure: bool | None = None,
+    reasons: dict[str, str] | None = None,
 ) -> dict[str, float | None]:
     """Every requested metric of one run, plus ``latency`` and ``failure``.
 
     Specs may be strings or, for a worker that scores many runs, ``parse_metric`` results.
+    ``reasons``, when given, receives why each requested metric that is None is missing.
     """
     metrics = [spec if isinstance(spec, ConfiguredMetric) else parse_metric(spec) for spec in specs]
     names = [metric.spec.name for metric in metrics]
@@ -277,9 +281,17 @@ def compute_metrics(
     )
     always = [ConfiguredMetric(METRICS[name], {}) for name in _ALWAYS_REPORTED if name not in names]
     results: dict[str, float | None] = {}
+    why: dict[str, str] = {}
     for metric in [*metrics, *always]:
         if metric.spec.needs_reference and run.reference is None:
             results.update(dict.fromkeys(metric.spec.outputs))
-        else:
+            why.update(dict.fromkeys(metric.spec.outputs, "the run has no reference trajectory"))
+            continue
+        try:
             results.update(metric.spec.compute(run, metric.params))
+        except NotComputable as exc:
+            results.update(dict.fromkeys(metric.spec.outputs))
+            why.update(dict.fromkeys(metric.spec.outputs, str(exc)))
+    if reasons is not None:
+        reasons.update({name: text for name, text in why.items() if name in results})
     return results

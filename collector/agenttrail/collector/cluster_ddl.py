@@ -1,0 +1,138 @@
+"""The migrations rewritten for a replicated ClickHouse cluster (`agenttrail schema --cluster`).
+
+Every table becomes a Replicated*MergeTree table `<name>_local` created ON CLUSTER, with a
+Distributed table under the original name over it, sharded by trace id where the table has
+one. The sidecar keeps its own SQL: it writes to and reads from the original names.
+Sharding by trace id keeps every row of a run (spans, trajectory versions, scores) on one
+shard, which ReplacingMergeTree's FINAL and the `IN` subqueries rely on.
+
+With `distributed=False` (one shard, several replicas) the replicated tables keep the
+original names and no Distributed table is made; every statement the sidecar runs, lightweight
+DELETE included, then works unchanged.
+
+Only the statement shapes our migrations use are understood; anything else raises ValueError,
+so a new kind of migration cannot be silently printed wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from agenttrail.collector.schema import MIGRATIONS_TABLE, Migration, Retention, ttl_expression
+
+REPLICA_PATH = "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'"
+
+_CREATE_TABLE = re.compile(r"^\s*CREATE TABLE IF NOT EXISTS (\w+) \(", re.S)
+_ENGINE = re.compile(r"ENGINE = (\w*MergeTree)(?:\(([^)]*)\))?")
+_ORDER_BY = re.compile(r"ORDER BY \(?(\w+)")
+_CREATE_VIEW = re.compile(
+    r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+) TO (\w+)(\s+AS SELECT .*\sFROM )(\w+)(.*)$", re.S
+)
+_ALTER = re.compile(r"^\s*ALTER TABLE (\w+) (.*)$", re.S)
+
+
+def _ident(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not a plain ClickHouse identifier (letters, digits, _)")
+    return name
+
+
+class ClusterSchema:
+    """Rewrites single-node migration statements into their cluster form."""
+
+    def __init__(self, cluster: str, database: str, *, distributed: bool = True) -> None:
+        self.cluster = _ident(cluster)
+        self.database = _ident(database)
+        self.distributed = distributed
+        self.tables: list[str] = []  # original names of the tables made, in order
+
+    def local(self, table: str) -> str:
+        return f"{table}_local" if self.distributed else table
+
+    def on(self, table: str) -> str:
+        return f"{self.database}.{table} ON CLUSTER {self.cluster}"
+
+    def rewrite(self, statement: str) -> list[str]:
+        if match := _CREATE_TABLE.match(statement):
+            return self._create_table(match.group(1), statement[match.end() :])
+        if match := _CREATE_VIEW.match(statement):
+            view, target, middle, source, rest = match.groups()
+            return [
+                f"CREATE MATERIALIZED VIEW IF NOT EXISTS {self.on(view)} "
+                f"TO {self.database}.{self.local(target)}{middle}{self.database}.{self.local(source)}{rest}"
+            ]
+        if match := _ALTER.match(statement):
+            table, change = match.groups()
+            names = [self.local(table), table] if self.distributed else [table]
+            return [f"ALTER TABLE {self.on(name)} {change.strip()}" for name in names]
+        raise ValueError(f"no cluster form for this migration statement: {statement.strip()[:120]}")
+
+    def _create_table(self, table: str, body: str) -> list[str]:
+        engine = _ENGINE.search(body)
+        if engine is None:
+            raise ValueError(f"table {table}: no MergeTree engine to replicate")
+        kind, args = engine.group(1), engine.group(2)
+        replicated = f"ENGINE = Replicated{kind}({REPLICA_PATH}{', ' + args if args else ''})"
+        body = body[: engine.start()] + replicated + body[engine.end() :]
+        # Blocks re-sent with the same insert_deduplication_token are dropped by every replica.
+        body = body.replace("non_replicated_deduplication_window", "replicated_deduplication_window")
+        statements = [f"CREATE TABLE IF NOT EXISTS {self.on(self.local(table))} ({body.rstrip()}"]
+        self.tables.append(table)
+        if self.distributed:
+            statements.append(
+                f"CREATE TABLE IF NOT EXISTS {self.on(table)} AS {self.database}.{self.local(table)}\n"
+                f"ENGINE = Distributed({self.cluster}, {self.database}, {self.local(table)}, "
+                f"{self._shard_key(table, body)})"
+            )
+        return statements
+
+    @staticmethod
+    def _shard_key(table: str, body: str) -> str:
+        if re.search(r"^\s*TraceId String", body, re.M):
+            return "cityHash64(TraceId)"
+        order = _ORDER_BY.search(body)
+        if order is None:
+            raise ValueError(f"table {table}: no ORDER BY to shard by")
+        return f"cityHash64({order.group(1)})"
+
+
+def cluster_ddl(
+    migrations: Iterable[Migration],
+    cluster: str,
+    database: str,
+    retention: Retention | None = None,
+    *,
+    distributed: bool = True,
+) -> list[str]:
+    """Every statement, in order, that sets up (or, run again, upgrades) the cluster schema.
+
+    Ends with the migrations' records in `schema_migrations`, so a sidecar started against the
+    cluster finds them applied and runs no single-node DDL of its own, and with the retention
+    TTLs on the replicated tables.
+    """
+    schema = ClusterSchema(cluster, database, distributed=distributed)
+    statements = [f"CREATE DATABASE IF NOT EXISTS {database} ON CLUSTER {schema.cluster}"]
+    statements += schema.rewrite(MIGRATIONS_TABLE)
+    seen: set[str] = set()
+    applied: dict[int, str] = {}
+    for migration in sorted(migrations, key=lambda m: m.version):
+        if migration.version in applied:
+            continue
+        applied[migration.version] = migration.name
+        for statement in migration.statements:
+            if statement not in seen:  # e.g. drift_events, created by two migrations
+                seen.add(statement)
+                statements += schema.rewrite(statement)
+    values = ", ".join(f"({version}, '{_quote(name)}')" for version, name in applied.items())
+    statements.append(f"INSERT INTO {database}.schema_migrations (Version, Name) VALUES {values}")
+    for table, column, days in (retention or Retention()).by_table():
+        if days and table in schema.tables:
+            statements.append(
+                f"ALTER TABLE {schema.on(schema.local(table))} MODIFY TTL {ttl_expression(column, days)}"
+            )
+    return statements
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")

@@ -1,0 +1,207 @@
+"""deploy/prometheus with the real Debian Prometheus and Alertmanager: promtool and amtool
+accept the files, the rules' own unit tests pass, and on loopback Prometheus scrapes a running
+sidecar's /metrics (runs sent by the OpenTelemetry SDK) while the alert the sidecar raises on
+those runs shows up in Alertmanager's API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .tools import DEPLOY, free_port, run, tool
+
+PROM = DEPLOY / "prometheus"
+
+
+def test_promtool_checks_the_rules_and_their_unit_tests() -> None:
+    result = run(tool("promtool"), "check", "rules", PROM / "agenttrail-rules.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = run(tool("promtool"), "test", "rules", PROM / "agenttrail-rules.test.yml", cwd=PROM)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_checks_the_prometheus_config() -> None:
+    result = run(tool("promtool"), "check", "config", PROM / "prometheus.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_amtool_checks_the_alertmanager_config() -> None:
+    result = run(tool("amtool"), "check-config", PROM / "alertmanager.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except OSError as exc:  # not listening yet
+            last = exc
+        if last and not isinstance(last, OSError):
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture
+def processes() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str | Path, log: Path) -> subprocess.Popen[bytes]:
+        handle = log.open("wb")
+        process = subprocess.Popen([str(a) for a in args], stdout=handle, stderr=subprocess.STDOUT)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.terminate()
+    for process in started:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def send_runs(endpoint: str, *, ok: int, failed: int) -> None:
+    """Agent runs with a tool call each, through the real OpenTelemetry SDK and OTLP/HTTP."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.trace import Status, StatusCode
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
+    tracer = provider.get_tracer("deploy-tests")
+    for i in range(ok + failed):
+        agent = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "support",
+            "agenttrail.task": "refund",
+        }
+        with tracer.start_as_current_span("invoke_agent support", attributes=agent) as span:
+            tool_attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order"}
+            with tracer.start_as_current_span("execute_tool lookup_order", attributes=tool_attrs):
+                time.sleep(0.01)
+            if i >= ok:
+                span.set_attribute("error.type", "RefundDeclined")
+                span.set_status(Status(StatusCode.ERROR, "refund declined"))
+    provider.shutdown()
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
+    start_sidecar: Any, processes: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    am_port, prom_port = free_port(), free_port()
+    am_url, prom_url = f"http://127.0.0.1:{am_port}", f"http://127.0.0.1:{prom_port}"
+    processes(
+        tool("prometheus-alertmanager"),
+        f"--config.file={PROM / 'alertmanager.yml'}",
+        f"--storage.path={tmp_path / 'am'}",
+        f"--web.listen-address=127.0.0.1:{am_port}",
+        "--cluster.listen-address=",
+        log=tmp_path / "alertmanager.log",
+    )
+    config = tmp_path / "agenttrail.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "metrics_export": {"prometheus": True, "interval_s": 0.5, "settle_s": 0.2},
+                "alerts": {
+                    "evaluation_interval": "1s",
+                    "channels": {"am": {"type": "alertmanager", "url": am_url, "resend_interval": "1m"}},
+                    "rules": [
+                        {
+                            "name": "support-slow",
+                            "kind": "latency_above",
+                            "params": {"threshold_s": 0.001, "window": "15m", "min_runs": 3},
+                            "severity": "warning",
+                            "group_by": ["agent"],
+                            "channels": ["am"],
+                        }
+                    ],
+                },
+            }
+        )
+    )
+    sidecar = start_sidecar(str(config))
+    sidecar_address = sidecar.http.address
+
+    # The deploy files, pointed at loopback and made fast; otherwise as shipped.
+    prometheus_config = yaml.safe_load((PROM / "prometheus.yml").read_text())
+    prometheus_config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    prometheus_config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [
+        f"127.0.0.1:{am_port}"
+    ]
+    jobs = {job["job_name"]: job for job in prometheus_config["scrape_configs"]}
+    jobs["agenttrail"]["static_configs"][0]["targets"] = [sidecar_address]
+    jobs["prometheus"]["static_configs"][0]["targets"] = [f"127.0.0.1:{prom_port}"]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
+    rules = yaml.safe_load((PROM / "agenttrail-rules.yml").read_text())
+    for group in rules["groups"]:
+        group["interval"] = "1s"
+    (tmp_path / "agenttrail-rules.yml").write_text(yaml.safe_dump(rules))
+    processes(
+        tool("prometheus"),
+        f"--config.file={tmp_path / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{prom_port}",
+        log=tmp_path / "prometheus.log",
+    )
+    wait_for(lambda: urllib.request.urlopen(f"{am_url}/-/ready", timeout=5).status == 200, "Alertmanager")
+    wait_for(lambda: urllib.request.urlopen(f"{prom_url}/-/ready", timeout=5).status == 200, "Prometheus")
+
+    send_runs(f"http://{sidecar_address}", ok=4, failed=2)
+
+    def query(promql: str) -> dict[tuple[tuple[str, str], ...], float]:
+        body = get_json(f"{prom_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
+        return {
+            tuple(sorted((k, v) for k, v in r["metric"].items() if k not in ("instance", "job"))): float(
+                r["value"][1]
+            )
+            for r in body["data"]["result"]
+        }
+
+    runs = wait_for(
+        lambda: (r := query("sum by (status) (agenttrail_runs_total)")) and sum(r.values()) == 6 and r,
+        "Prometheus to scrape the six runs",
+    )
+    assert runs == {(("status", "ok"),): 4.0, (("status", "error"),): 2.0}
+    up = query('up{job="agenttrail"}')
+    assert list(up.values()) == [1.0]
+    # The recording rules ran over the scraped series.
+    wait_for(lambda: query("agenttrail:runs:rate5m"), "the recording rule agenttrail:runs:rate5m")
+    rule_health = {
+        rule["name"]: rule["health"]
+        for group in get_json(f"{prom_url}/api/v1/rules")["data"]["groups"]
+        for rule in group["rules"]
+    }
+    assert len(rule_health) == 9
+    assert set(rule_health.values()) == {"ok"}, rule_health
+
+    def sidecar_alert() -> list[dict[str, Any]]:
+        alerts = get_json(f"{am_url}/api/v2/alerts")
+        return [a for a in alerts if a["labels"].get("alertname") == "support-slow"]
+
+    (alert,) = wait_for(sidecar_alert, "the sidecar's alert in Alertmanager")
+    assert alert["labels"]["agent"] == "support"
+    assert alert["labels"]["severity"] == "warning"
+    assert alert["status"]["state"] == "active"
+    assert alert["generatorURL"].startswith("http")

@@ -1,0 +1,170 @@
+"""`agenttrail schema`: the cluster DDL parses in ClickHouse's own parser and its replicated
+tables run on the embedded engine once replication is taken out; retention TTLs from config
+reach the tables' DDL on the single-node schema."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenttrail.collector.cluster_ddl import cluster_ddl
+from agenttrail.collector.schema import Retention, apply_retention, migrate
+from agenttrail.collector.store import Store, parse_store
+
+
+def all_migrations() -> list[Any]:
+    import agenttrail.evaluators.cli  # noqa: F401  registers the evaluators' migrations
+    from agenttrail.collector.cli import SCHEMA_MIGRATIONS
+
+    return list(SCHEMA_MIGRATIONS)
+
+
+def invoke_schema(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from agenttrail.evaluators.cli import cli
+
+    return CliRunner().invoke(cli, ["schema", *args])
+
+
+def run_schema(*args: str) -> str:
+    result = invoke_schema(*args)
+    assert result.exit_code == 0, result.output
+    return str(result.stdout)
+
+
+def split(sql: str) -> list[str]:
+    return [part.strip() for part in sql.split(";\n\n") if part.strip().rstrip(";")]
+
+
+def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
+    """Every statement of `schema --cluster` is accepted by ClickHouse's parser (formatQuery),
+    and the formatted text keeps ON CLUSTER, the replicated engines and the sharding keys."""
+    statements = split(run_schema("--cluster", "prod", "--database", "traces"))
+    assert len(statements) > 30
+    kinds: dict[str, int] = {}
+    for statement in statements:
+        text = statement.rstrip(";")
+        (formatted,) = store.query("SELECT formatQuery({q:String})", {"q": text})[0]
+        assert "ON CLUSTER prod" in formatted or formatted.startswith("INSERT INTO traces.schema_migrations")
+        engine = re.search(r"ENGINE = (\w+)", formatted)
+        if engine:
+            kinds[engine.group(1)] = kinds.get(engine.group(1), 0) + 1
+    assert kinds["Distributed"] == kinds["ReplicatedMergeTree"] + kinds["ReplicatedReplacingMergeTree"]
+    assert not {k for k in kinds if k.endswith("MergeTree") and not k.startswith("Replicated")}
+    joined = "\n".join(statements)
+    for table in ("otel_traces", "trajectories", "scores", "evaluation_decisions", "assembly_state"):
+        assert f"Distributed(prod, traces, {table}_local, cityHash64(TraceId))" in joined
+    assert "TO traces.otel_traces_trace_id_ts_local" in joined
+    assert "FROM traces.otel_traces_local" in joined
+
+
+def test_cluster_tables_run_without_replication(store: Store) -> None:
+    """The local tables, views and ALTERs of the cluster DDL (replication and ON CLUSTER taken
+    out, since no Keeper runs here) create on the embedded engine the same columns as the
+    single-node migrations, with the configured TTLs."""
+    retention = Retention(spans_days=14, trajectories_days=90, scores_days=365)
+    statements = cluster_ddl(all_migrations(), "prod", store.location.database, retention)
+    local = [
+        re.sub(r"Replicated(\w+)\('[^']*', '\{replica\}'(?:, )?", r"\1(", s.replace(" ON CLUSTER prod", ""))
+        for s in statements
+        if "ENGINE = Distributed" not in s
+        and not s.startswith(("CREATE DATABASE", "INSERT"))
+        and not re.match(r"ALTER TABLE \S+\.(\w+)(?<!_local) ", s)
+    ]
+    for statement in local:
+        store.command(statement)
+    single = parse_store(str(store.location.path), store.location.database + "_single")
+    reference = Store(single)
+    try:
+        migrate(reference, tuple(all_migrations()))
+        for table in ("otel_traces", "trajectories", "scores", "alert_state"):
+            ours = store.query(f"DESCRIBE TABLE {table}_local")
+            theirs = reference.query(f"DESCRIBE TABLE {table}")
+            assert [row[:2] for row in ours] == [row[:2] for row in theirs], table
+    finally:
+        reference.command(f"DROP DATABASE IF EXISTS {single.database}")
+        reference.close()
+    (ddl,) = store.query("SHOW CREATE TABLE otel_traces_local")[0]
+    assert "TTL toDateTime(Timestamp) + toIntervalDay(14)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE scores_local")[0]
+    assert "TTL toDateTime(RunStart) + toIntervalDay(365)" in ddl
+
+
+def test_replicas_only_keeps_the_table_names() -> None:
+    """--replicas-only: replicated tables under the sidecar's own names, no Distributed table."""
+    statements = split(run_schema("--cluster", "prod", "--replicas-only"))
+    joined = "\n".join(statements)
+    assert "Distributed" not in joined
+    assert "_local" not in joined
+    assert "CREATE TABLE IF NOT EXISTS agenttrail.trajectories ON CLUSTER prod" in joined
+
+
+def test_bad_cluster_name_is_refused() -> None:
+    """A cluster name that is not an identifier is an error naming it, not broken DDL."""
+    result = invoke_schema("--cluster", "prod; DROP")
+    assert result.exit_code != 0
+    assert "not a plain ClickHouse identifier" in result.output
+
+
+def test_retention_reaches_the_tables(store: Store) -> None:
+    """Retention from config becomes each table's TTL; applying it again changes nothing; 0
+    removes it."""
+    migrate(store, tuple(all_migrations()))
+    first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
+    assert len(first) == 5
+    (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
+    assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE trajectories")[0]
+    assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE scores")[0]
+    assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
+    assert apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90)) == []
+    changed = apply_retention(store, Retention(spans_days=3, trajectories_days=30, scores_days=0))
+    assert changed == [
+        "ALTER TABLE otel_traces MODIFY TTL toDateTime(Timestamp) + toIntervalDay(3)",
+        "ALTER TABLE otel_traces_trace_id_ts MODIFY TTL toDateTime(Start) + toIntervalDay(3)",
+        "ALTER TABLE scores REMOVE TTL",
+        "ALTER TABLE evaluation_decisions REMOVE TTL",
+    ]
+    (ddl,) = store.query("SHOW CREATE TABLE scores")[0]
+    assert "TTL" not in ddl
+
+
+@pytest.mark.slow
+def test_sidecar_applies_retention_from_config(start_sidecar: Any, tmp_path: Path) -> None:
+    """The retention_* settings of a config file reach the tables when the sidecar starts."""
+    from agenttrail.collector.config import load_config
+
+    config_file = tmp_path / "agenttrail.yaml"
+    config_file.write_text("collector:\n  retention_spans_days: 10\n  retention_trajectories_days: 20\n")
+    config = load_config(config_file=config_file, environ={})
+    sidecar = start_sidecar(
+        retention_spans_days=config.retention_spans_days,
+        retention_trajectories_days=config.retention_trajectories_days,
+    )
+    (ddl,) = sidecar.store.query("SHOW CREATE TABLE otel_traces")[0]
+    assert "TTL toDateTime(Timestamp) + toIntervalDay(10)" in ddl
+    (ddl,) = sidecar.store.query("SHOW CREATE TABLE trajectories")[0]
+    assert "TTL toDateTime(Start) + toIntervalDay(20)" in ddl
+    (ddl,) = sidecar.store.query("SHOW CREATE TABLE scores")[0]
+    assert "TTL" not in ddl
+
+
+def test_single_node_schema_runs_on_the_embedded_engine(store: Store) -> None:
+    """`agenttrail schema` without --cluster prints statements that build, on an empty
+    database, the same tables as the migrations."""
+    single = parse_store(str(store.location.path), store.location.database + "_printed")
+    printed = Store(single)
+    try:
+        for statement in split(run_schema()):
+            printed.command(statement.rstrip(";"))
+        migrate(store, tuple(all_migrations()))
+        for table in ("otel_traces", "trajectories", "scores", "drift_events", "criteria_sets"):
+            assert printed.query(f"DESCRIBE TABLE {table}") == store.query(f"DESCRIBE TABLE {table}"), table
+    finally:
+        printed.command(f"DROP DATABASE IF EXISTS {single.database}")
+        printed.close()
