@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 DEPLOY_STAMP := $(VENV)/.deploy-tools
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy test-frameworks \
-	mutation mutation-ci
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy \
+	test-frameworks test-browser mutation mutation-ci
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,10 +40,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
 
-unit: $(STAMP) $(EMBEDDINGS_STAMP) $(DEPLOY_STAMP)
-	$(BIN)/python -m pytest -q
+# Everything but the browser suite: the deploy tools, the JS SDK and the framework venvs are
+# installed once (cached in ignored folders) and their suites run here.
+unit: $(STAMP) $(EMBEDDINGS_STAMP) $(DEPLOY_STAMP) $(PEERS_JS)
+	$(BIN)/python -m pytest -q --ignore=tests/console
 
-test: lint typecheck unit
+test: lint typecheck unit test-browser
+
+# The web console in a real browser: Debian's chromium driven by Playwright (PyPI), never
+# Playwright's own browser download; chromium is installed once, as root, when missing.
+# Screenshots land in .screenshots/console/.
+test-browser: $(STAMP)
+	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -m pytest -q tests/console
 
 # deploy/ checked by real tools (tests/deploy): Debian's prometheus and prometheus-alertmanager
 # installed once if missing; `unit` runs these tests too.
@@ -53,6 +62,7 @@ $(DEPLOY_STAMP): tests/deploy/install-tools.sh | $(STAMP)
 
 test-deploy: $(STAMP) $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest tests/deploy -q
+
 # Real agent frameworks sending spans to a real sidecar (tests/frameworks; `unit` runs them too).
 # Each framework gets a venv in .peers/frameworks/, built once with uv and reused while its pins hold.
 test-frameworks: $(STAMP)
