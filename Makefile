@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 DEPLOY_STAMP := $(VENV)/.deploy-tools
+PEERS_JS := .peers/js/node_modules/.installed
 
 .PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy \
 	test-frameworks test-browser mutation mutation-ci
@@ -91,8 +92,6 @@ bench: $(STAMP)
 # The OpenTelemetry JS SDK as a real client (tests/peers): the pinned npm packages install once
 # into .peers/js/ (git-ignored) with the machine's node; reinstalled when the lock file changes.
 # `make unit` runs tests/peers/test_js_sdk.py too (it calls `make peers-js` when needed).
-PEERS_JS := .peers/js/node_modules/.installed
-
 $(PEERS_JS): tests/peers/js/package.json tests/peers/js/package-lock.json
 	mkdir -p .peers/js
 	cp tests/peers/js/package.json tests/peers/js/package-lock.json .peers/js/
