@@ -320,7 +320,14 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
     help="How many agent runs the example agent makes.",
 )
 @click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
-@click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's store in this directory.")
+@click.option(
+    "--keep",
+    is_flag=False,
+    flag_value="agenttrail-demo-data",
+    type=click.Path(file_okay=False),
+    help="Keep the demo's store (in ./agenttrail-demo-data, or this directory) and keep serving it, "
+    "with the console, until Ctrl-C.",
+)
 @click.option(
     "--report",
     type=click.Path(dir_okay=False),
@@ -336,7 +343,7 @@ def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
     try:
         run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar, report=report or None)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 def main() -> None:
