@@ -5,8 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
+DEPLOY_STAMP := $(VENV)/.deploy-tools
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy \
+	test-frameworks test-browser mutation mutation-ci
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,10 +40,33 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
 
-unit: $(STAMP) $(EMBEDDINGS_STAMP)
-	$(BIN)/python -m pytest -q
+# Everything but the browser suite: the deploy tools, the JS SDK and the framework venvs are
+# installed once (cached in ignored folders) and their suites run here.
+unit: $(STAMP) $(EMBEDDINGS_STAMP) $(DEPLOY_STAMP) $(PEERS_JS)
+	$(BIN)/python -m pytest -q --ignore=tests/console
 
-test: lint typecheck unit
+test: lint typecheck unit test-browser
+
+# The web console in a real browser: Debian's chromium driven by Playwright (PyPI), never
+# Playwright's own browser download; chromium is installed once, as root, when missing.
+# Screenshots land in .screenshots/console/.
+test-browser: $(STAMP)
+	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(BIN)/python -m pytest -q tests/console
+
+# deploy/ checked by real tools (tests/deploy): Debian's prometheus and prometheus-alertmanager
+# installed once if missing; `unit` runs these tests too.
+$(DEPLOY_STAMP): tests/deploy/install-tools.sh | $(STAMP)
+	bash tests/deploy/install-tools.sh
+	touch $(DEPLOY_STAMP)
+
+test-deploy: $(STAMP) $(DEPLOY_STAMP)
+	$(BIN)/python -m pytest tests/deploy -q
+
+# Real agent frameworks sending spans to a real sidecar (tests/frameworks; `unit` runs them too).
+# Each framework gets a venv in .peers/frameworks/, built once with uv and reused while its pins hold.
+test-frameworks: $(STAMP)
+	$(BIN)/python -m pytest -q tests/frameworks
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
@@ -51,8 +76,33 @@ proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=evaluators --pyi_out=evaluators \
 		--grpc_python_out=evaluators $(PROTOS)
 
+# Mutation check (.ci/mutation.py, mutmut): fails on a surviving mutant not listed with a reason
+# in .ci/mutation-reviewed.txt. mutation-ci covers auth and the spool (in `make test`); mutation
+# also the accept path, the trajectory builder and the metrics (long: run it when changing them).
+mutation-ci: $(STAMP)
+	$(BIN)/python .ci/mutation.py ci
+
+mutation: $(STAMP)
+	$(BIN)/python .ci/mutation.py full
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
 
+# The OpenTelemetry JS SDK as a real client (tests/peers): the pinned npm packages install once
+# into .peers/js/ (git-ignored) with the machine's node; reinstalled when the lock file changes.
+# `make unit` runs tests/peers/test_js_sdk.py too (it calls `make peers-js` when needed).
+PEERS_JS := .peers/js/node_modules/.installed
+
+$(PEERS_JS): tests/peers/js/package.json tests/peers/js/package-lock.json
+	mkdir -p .peers/js
+	cp tests/peers/js/package.json tests/peers/js/package-lock.json .peers/js/
+	cd .peers/js && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+peers-js: $(PEERS_JS)
+
+test-peers-js: $(STAMP) $(PEERS_JS)
+	$(BIN)/python -m pytest -q tests/peers/test_js_sdk.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .mutation

@@ -21,7 +21,12 @@ os.environ.setdefault("AGENTTRAIL_RAISE_INTERNAL_ERRORS", "1")
 # A shared 2-core CI machine can stall for seconds: a per-example deadline would fail property
 # tests that are correct. Properties are checked, not timed (speed lives in benchmarks/).
 settings.register_profile("agenttrail", deadline=None)
-settings.load_profile("agenttrail")
+# .ci/mutation.py runs the tests once per mutant: fewer examples, and the same ones every run,
+# so that the set of surviving mutants does not change from run to run.
+settings.register_profile(
+    "mutation", parent=settings.get_profile("agenttrail"), max_examples=25, derandomize=True, database=None
+)
+settings.load_profile(os.environ.get("AGENTTRAIL_HYPOTHESIS_PROFILE", "agenttrail"))
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,11 @@ from agenttrail.collector.otlp_decode import (
     OTEL_TRACES_COLUMNS,
     OtlpDecodeError,
     any_value_to_str,
+    check_request,
     decode_json,
     decode_protobuf,
+    parse_json,
+    parse_protobuf,
 )
 
 COL = {name: index for index, name in enumerate(OTEL_TRACES_COLUMNS)}
@@ -174,10 +177,23 @@ def test_valid_spans_round_trip(spans: list[tuple[bytes, bytes, str, int, int, d
 @settings(max_examples=300, deadline=None)
 @given(body=st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash_the_decoder(body: bytes) -> None:
-    """Random bytes either decode (rejecting bad spans) or raise OtlpDecodeError, nothing else."""
-    for decoder in (decode_protobuf, decode_json):
+    """Random bytes either decode or raise OtlpDecodeError, nothing else; when they decode, every
+    span of the request is either a row or rejected, as the receivers' check counted it."""
+    for decoder, parse in ((decode_protobuf, parse_protobuf), (decode_json, parse_json)):
         try:
             batch = decoder(body)
         except OtlpDecodeError:
             continue
-        assert batch.rejected + len(batch.rows) >= 0
+        spans = [
+            span
+            for resource_spans in parse(body).resource_spans
+            for scope_spans in resource_spans.scope_spans
+            for span in scope_spans.spans
+        ]
+        assert batch.rejected + len(batch.rows) == len(spans)
+        checked = check_request(parse(body))
+        assert (checked.accepted, checked.rejected, checked.traces) == (
+            len(batch.rows),
+            batch.rejected,
+            batch.traces,
+        )

@@ -138,3 +138,36 @@ def test_entrypoint_passes_other_commands_to_the_cli(tmp_path: Path) -> None:
     result = run("sh", ENTRYPOINT, "schema", "--cluster", "prod", env=entry_env(tmp_path), timeout=300)
     assert result.returncode == 0, result.stderr
     assert "ENGINE = Distributed(prod, agenttrail, trajectories_local" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_build_stage_wheel_holds_the_whole_package(tmp_path: Path) -> None:
+    """The image's first stage builds the wheel from the files it copies (pyproject, README and
+    the three package folders); built here the same way (the hatchling backend, through uv), it
+    holds every tracked package file and the `agenttrail` command."""
+    import zipfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    copied = re.findall(r"^COPY (?!--from)(.+) (\S+)$", DOCKERFILE.read_text(), re.M)
+    build_copies = [c for c in copied if not c[0].startswith("deploy/")]
+    for sources, _target in build_copies:
+        for name in sources.split():
+            target = source / name
+            if (ROOT / name).is_dir():
+                files = run("git", "ls-files", name, cwd=ROOT).stdout.split()
+                for file in files:
+                    (source / file).parent.mkdir(parents=True, exist_ok=True)
+                    (source / file).write_bytes((ROOT / file).read_bytes())
+            else:
+                target.write_bytes((ROOT / name).read_bytes())
+    result = run(VENV_BIN / "uv", "build", "--wheel", "--out-dir", tmp_path / "dist", source, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (wheel,) = (tmp_path / "dist").glob("agenttrail-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tracked = run("git", "ls-files", "instrumentation", "collector", "evaluators", cwd=ROOT).stdout.split()
+    expected = {path.split("/", 1)[1] for path in tracked if "/agenttrail/" in path}
+    assert expected <= names, sorted(expected - names)[:10]
+    (entry_file,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    entry_points = zipfile.ZipFile(wheel).read(entry_file).decode()
+    assert "agenttrail = agenttrail.evaluators.entry:main" in entry_points

@@ -14,6 +14,8 @@ from agenttrail.collector.cluster_ddl import cluster_ddl
 from agenttrail.collector.schema import Retention, apply_retention, migrate
 from agenttrail.collector.store import Store, parse_store
 
+from .tools import DEPLOY
+
 
 def all_migrations() -> list[Any]:
     import agenttrail.evaluators.cli  # noqa: F401  registers the evaluators' migrations
@@ -59,6 +61,8 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     for table in ("otel_traces", "trajectories", "scores", "evaluation_decisions", "assembly_state"):
         assert f"Distributed(prod, traces, {table}_local, cityHash64(TraceId))" in joined
     assert "TO traces.otel_traces_trace_id_ts_local" in joined
+    assert "replicated_deduplication_window_seconds = 604800" in joined
+    assert "non_replicated" not in joined
     assert "FROM traces.otel_traces_local" in joined
 
 
@@ -168,3 +172,50 @@ def test_single_node_schema_runs_on_the_embedded_engine(store: Store) -> None:
     finally:
         printed.command(f"DROP DATABASE IF EXISTS {single.database}")
         printed.close()
+
+
+def test_the_readme_sql_parses_and_names_real_settings(store: Store) -> None:
+    """deploy/README.md's settings profile is valid ClickHouse SQL naming settings this
+    ClickHouse knows, and the retention settings it documents are the sidecar's."""
+    from agenttrail.collector.config import SETTINGS
+
+    text = (DEPLOY / "README.md").read_text()
+    blocks = re.findall(r"```sql\n(.*?)```", text, re.S)
+    assert blocks
+    for block in blocks:
+        store.query("SELECT formatQuery({q:String})", {"q": block.strip().rstrip(";")})
+        for name in re.findall(r"^\s+(\w+) = ", block, re.M):
+            assert store.query(
+                "SELECT count() FROM system.settings WHERE name = {n:String}", {"n": name}
+            ) == [(1,)], name
+    documented = set(re.findall(r"`(retention_\w+_days)`", text))
+    assert documented == {s.name for s in SETTINGS if s.name.startswith("retention_")}
+
+
+@pytest.mark.slow
+def test_the_sidecar_runs_on_the_cluster_layout(tmp_path: Path) -> None:
+    """On the cluster DDL's tables (Distributed over local tables, in an engine given a cluster
+    and the README's settings profile), the unchanged sidecar runs no DDL of its own, stores the
+    spans, assembles and scores every run through the Distributed tables, stays healthy, and
+    the configured TTL is on the local table."""
+    import json
+    import sys
+
+    from .tools import run
+
+    runs = 20
+    result = run(
+        sys.executable, Path(__file__).parent / "cluster_sidecar.py", tmp_path, str(runs), timeout=400
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(summary["engines"].values()) == {"Distributed"}, summary["engines"]
+    assert summary["spans"] == 3 * runs
+    assert summary["runs"] == runs
+    assert summary["failed"] == runs // 4
+    assert summary["scored_runs"] == runs
+    assert summary["per_shard_runs"] == {"shard_1": runs}
+    assert "TTL toDateTime(Timestamp) + toIntervalDay(30)" in summary["ttl"]
+    assert summary["health"] is True
+    # What the README says does not work through a Distributed table.
+    assert "DELETE query is not supported" in summary["delete"]

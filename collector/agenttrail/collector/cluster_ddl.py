@@ -75,8 +75,12 @@ class ClusterSchema:
         kind, args = engine.group(1), engine.group(2)
         replicated = f"ENGINE = Replicated{kind}({REPLICA_PATH}{', ' + args if args else ''})"
         body = body[: engine.start()] + replicated + body[engine.end() :]
-        # Blocks re-sent with the same insert_deduplication_token are dropped by every replica.
-        body = body.replace("non_replicated_deduplication_window", "replicated_deduplication_window")
+        # Blocks re-sent with the same insert_deduplication_token are dropped by every replica,
+        # for a week (the default forgets after an hour; a spool may be replayed later than that).
+        body = body.replace(
+            "non_replicated_deduplication_window = 10000",
+            "replicated_deduplication_window = 10000, replicated_deduplication_window_seconds = 604800",
+        )
         statements = [f"CREATE TABLE IF NOT EXISTS {self.on(self.local(table))} ({body.rstrip()}"]
         self.tables.append(table)
         if self.distributed:

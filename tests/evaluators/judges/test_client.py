@@ -13,6 +13,7 @@ import pytest
 from llm_server import LlmServer, Reply
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -240,12 +241,18 @@ def test_failed_call_span_has_error_status(
     assert judge_span.status.status_code is StatusCode.ERROR
 
 
-def test_global_tracer_provider_is_the_default(serve: Serve) -> None:
-    """Without a tracer_provider the client uses the global one (not a private SDK)."""
+def test_global_tracer_provider_is_the_default(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a tracer_provider the client uses the global one (not a private SDK): its judge span
+    is exported by the provider the application installed globally."""
+    exporter = InMemorySpanExporter()
+    installed = TracerProvider()
+    installed.add_span_processor(SimpleSpanProcessor(exporter))
+    # The global provider can be set once per process; this stands in for the application's.
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: installed)
     llm = serve(Reply.chat_json(GOOD))
     client = OpenAIJudgeClient(JudgeSettings(model="m", base_url=llm.base_url, api_key="k"))
     assert ask(client).value == GOOD
-    assert trace.get_tracer_provider() is not None
+    assert [span.kind for span in exporter.get_finished_spans()] == [SpanKind.CLIENT]
 
 
 def test_auto_mode_steps_down_when_json_schema_is_rejected(serve: Serve, client_for: ClientFor) -> None:

@@ -156,15 +156,22 @@ def test_stats_and_drift_commands_read_through_the_running_sidecar(
     store: Any, start_sidecar: Any, chdb_dir: Path, database: str, tmp_path: Path
 ) -> None:
     """While serve holds the store, `agenttrail stats` and `agenttrail drift` answer through
-    /api/v1/stats and /api/v1/drift (JSON lines), with the same figures as the local query."""
+    /api/v1/stats and /api/v1/drift (JSON lines), with the same figures as the local query.
+
+    The sidecar requires a bearer token: without it the commands get its 401, which shows they
+    asked it over HTTP (this process could read the same embedded store directly)."""
     migrate(store, READ_MIGRATIONS)
     now = time.time()
     store_runs(store, drifting_runs(now, seed=3))
-    start_sidecar(str(drift_config(tmp_path)))
-    runner = CliRunner()
+    start_sidecar(str(drift_config(tmp_path)), bearer_token="drift-t0ken")
+    runner = CliRunner(env={"AGENTTRAIL_BEARER_TOKEN": "drift-t0ken"})
     base = ["--store", str(chdb_dir), "--database", database, "--format", "json"]
     since, until = datetime.fromtimestamp(now - 2 * HOUR, UTC), datetime.fromtimestamp(now + 1, UTC)
     period = ["--since", since.isoformat(), "--until", until.isoformat(), "--bucket", "15m", "--by", "model"]
+    for command in (["stats", *base, *period], ["drift", *base, "--agent", "bot"]):
+        refused = CliRunner(env={"AGENTTRAIL_BEARER_TOKEN": None}).invoke(cli, command)
+        assert refused.exit_code != 0
+        assert "answered 401" in refused.output, refused.output
     stats = runner.invoke(cli, ["stats", *base, *period])
     assert stats.exit_code == 0, stats.output
     rows = [json.loads(line) for line in stats.output.splitlines()]

@@ -1,0 +1,49 @@
+"""The console's part of `agenttrail serve`: the `/api/v1/runs` read route and (where the sidecar
+can mount ASGI apps) the pages at `/console`, behind the sidecar's bearer token."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from agenttrail.collector.sidecar import Sidecar
+from agenttrail.evaluators.console.runs import RunsFilter, list_runs
+from agenttrail.evaluators.judge_config import JudgesConfig
+from agenttrail.evaluators.judge_setup import audit_subjects
+from agenttrail.evaluators.judge_worker import JudgeWorker
+from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
+from agenttrail.evaluators.monitoring.route_store import lazy_store
+from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/console"
+
+
+def install_console(sidecar: Sidecar, config_file: str | None) -> None:
+    """Add the runs read route and mount the console (after the evaluators' workers exist)."""
+    store = lazy_store(sidecar)
+
+    def runs_route(params: dict[str, str]) -> list[dict[str, Any]]:
+        return list_runs(store(), RunsFilter.from_params(params)).runs
+
+    sidecar.add_read_route("/api/v1/runs", runs_route)
+    mount = getattr(sidecar, "mount_app", None)
+    if mount is None:  # a sidecar without an ASGI front: the read route only
+        log.info("this sidecar cannot mount ASGI apps: the console is not served")
+        return
+    from agenttrail.evaluators.console.app import ConsoleSettings, create_app
+
+    evaluator = EvaluatorConfig.from_file(config_file)
+    worker = next((w for w in sidecar.workers if isinstance(w, EvaluatorWorker)), None)
+    judge_worker = next((w for w in sidecar.workers if isinstance(w, JudgeWorker)), None)
+    judges = JudgesConfig.from_file(config_file)
+    subjects = audit_subjects(evaluator, judges, judge_worker.judges if judge_worker else ())
+    settings = ConsoleSettings(
+        bearer_token=sidecar.config.bearer_token,
+        evaluator=evaluator,
+        judges=subjects[1:],
+        alert_rules=AlertsConfig.from_file(config_file).rules,
+        on_references_changed=worker.wake if worker else None,
+    )
+    mount(PREFIX, create_app(sidecar.new_store, settings))

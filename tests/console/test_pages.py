@@ -1,0 +1,217 @@
+"""Each console page over the demo's data, in a real chromium: what a newcomer clicks through."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from console.harness import Console, shoot
+
+# The first test also waits for the session's demo run (a minute or two on a loaded machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+
+def _one(store: Any, sql: str) -> tuple[Any, ...]:
+    rows = store.query(sql)
+    assert rows, f"the demo left no row for: {sql}"
+    return rows[0]
+
+
+def test_runs_page_lists_newest_runs_with_copyable_ids_and_pages_by_keyset(
+    page: Any, console: Console
+) -> None:
+    """The runs list shows the newest 50 runs, newest first, and 'Older runs' continues without overlap."""
+    newest = [row[0] for row in console.store.query(
+        "SELECT TraceId FROM trajectories FINAL WHERE IsDeleted = 0 "
+        "ORDER BY Start DESC, TraceId DESC, RootSpanId DESC LIMIT 60"
+    )]  # fmt: skip
+    page.goto(f"{console.url}/")
+    assert page.url.endswith("/console/runs")
+    rows = page.locator("#run-rows tr")
+    assert rows.count() == 50
+    shown = [rows.nth(i).get_attribute("data-trace") for i in range(rows.count())]
+    assert shown == newest[:50]
+    assert page.locator("button.copy").first.get_attribute("data-copy") == newest[0]
+    shoot(page, "runs-1280", full_page=False)
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    shoot(page, "runs-1920", full_page=False)
+    page.get_by_role("link", name="Older runs →").click()
+    older = [page.locator("#run-rows tr").nth(i).get_attribute("data-trace") for i in range(10)]
+    assert older == newest[50:60]
+
+
+def test_filtering_runs_keeps_the_filter_in_the_url(page: Any, console: Console) -> None:
+    """Status and task filters narrow the list to exactly the matching runs, and the URL holds them."""
+    expected = {row[0] for row in console.store.query(
+        "SELECT TraceId FROM trajectories FINAL WHERE IsDeleted = 0 AND Failure = 1 AND Task = 'refund'"
+    )}  # fmt: skip
+    assert 0 < len(expected) < 50
+    page.goto(f"{console.url}/runs")
+    page.get_by_label("Task", exact=True).fill("refund")
+    page.get_by_label("Status").select_option("failed")
+    page.get_by_role("button", name="Filter").click()
+    page.wait_for_url(re.compile(r"status=failed"))
+    assert "task=refund" in page.url
+    rows = page.locator("#run-rows tr")
+    shown = {rows.nth(i).get_attribute("data-trace") for i in range(rows.count())}
+    assert shown == expected
+    assert page.locator("#run-rows .badge.ok", has_text="ok").count() == 0
+    shoot(page, "runs-filtered")
+    # The same link, opened fresh, shows the same runs.
+    page.goto(page.url)
+    assert page.locator("#run-rows tr").count() == len(expected)
+    page.goto(f"{console.url}/runs?tool=issue_refund&status=ok")
+    assert page.locator("#run-rows tr").count() > 0
+    assert page.locator("#run-rows tr", has_not_text="issue_refund").count() == 0
+
+
+def test_live_runs_appear_without_reload(page: Any, console: Console) -> None:
+    """A run stored while the page is open appears at the top without reloading."""
+    page.goto(f"{console.url}/runs")
+    before = page.locator("#run-rows tr").count()
+    columns = ("TraceId", "RootSpanId", "Agent", "AgentVersion", "Task", "Start", "LatencyS", "Failure",
+               "ToolNames", "ToolStatuses", "ToolCalls", "Revision", "AssembledAt", "Version",
+               "IsDeleted")  # fmt: skip
+    import time
+
+    now = f"{time.time():.6f}"
+    trace = "f" * 31 + "1"
+    console.store.insert_rows(
+        "trajectories",
+        columns,
+        [
+            (
+                trace,
+                "00000000000000aa",
+                "live-agent",
+                "9.9",
+                "faq",
+                now,
+                0.01,
+                0,
+                ["search_kb"],
+                ["ok"],
+                "[]",
+                1,
+                now,
+                1,
+                0,
+            )
+        ],
+    )
+    page.locator(f'#run-rows tr[data-trace="{trace}"]').wait_for(timeout=15_000)
+    assert page.locator("#run-rows tr").first.get_attribute("data-trace") == trace
+    assert page.locator("#run-rows tr").count() == before + 1
+    console.store.command("DELETE FROM trajectories WHERE TraceId = {t:String}", {"t": trace})
+
+
+def test_run_page_aligns_the_trajectory_with_its_reference_and_shows_scores(
+    page: Any, console: Console
+) -> None:
+    """A failed refund run: lookup and refund matched, the email missing, each score with its meaning."""
+    trace, recall = _one(console.store, """
+        SELECT t.TraceId, s.Score FROM trajectories AS t FINAL
+        INNER JOIN (SELECT TraceId, Score FROM scores FINAL WHERE Metric = 'trajectory_recall') AS s
+            ON s.TraceId = t.TraceId
+        WHERE t.IsDeleted = 0 AND t.Task = 'refund' AND t.Failure = 1
+          AND t.ToolNames = ['lookup_order', 'issue_refund']
+        ORDER BY t.Start LIMIT 1""")  # fmt: skip
+    page.goto(f"{console.url}/runs?task=refund&status=failed")
+    page.locator(f'#run-rows tr[data-trace="{trace}"] a[href$="{trace}"]').click()
+    page.wait_for_url(re.compile(trace))
+    steps = page.locator("table.align tbody tr")
+    kinds = [steps.nth(i).locator(".kind").inner_text() for i in range(steps.count())]
+    assert kinds == ["✓ matched", "✓ matched", "− missing"]
+    assert "send_email" in steps.nth(2).inner_text()
+    assert "PaymentGatewayError" in steps.nth(1).inner_text()
+    recall_row = page.locator(
+        "table.scores tr", has=page.locator("code", has_text=re.compile("^trajectory_recall$"))
+    )
+    assert f"{recall:.3f}" in recall_row.inner_text()
+    assert "matched pairs" in recall_row.inner_text().lower()  # the metric's explanation
+    exact_row = page.locator(
+        "table.scores tr", has=page.locator("code", has_text=re.compile("^trajectory_exact_match$"))
+    )
+    assert "✗ fail" in exact_row.inner_text()
+    assert page.locator(".waterfall .span").count() >= 3
+    assert page.locator(".waterfall .span.error").count() >= 1
+    assert "scored" in page.locator("section", has=page.locator("#audit")).inner_text()
+    shoot(page, "run")
+    page.locator(".waterfall .span.error summary").first.click()
+    assert page.locator(".waterfall .span.error .span-detail").first.is_visible()
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    shoot(page, "run-1920", full_page=False)
+
+
+def _fired_rules(store: Any) -> list[str]:
+    """Rules whose alert went to firing during the demo (which ones depends on the machine's pace)."""
+    rows = store.query(
+        "SELECT DISTINCT Rule FROM alert_history WHERE Event = 'transition' AND ToState = 'firing'"
+    )
+    assert rows, "the demo fired no alert"
+    return sorted(rule for (rule,) in rows)
+
+
+def test_agent_overview_charts_mark_the_release_drift_and_alert(page: Any, console: Console) -> None:
+    """Four charts, each with both releases marked and the alerts' firing intervals hatched; the drift
+    finding and every fired alert are listed with links."""
+    fired = _fired_rules(console.store)
+    page.goto(f"{console.url}/agents")
+    page.get_by_role("link", name="support-agent").first.click()
+    charts = page.locator("svg.chart")
+    assert charts.count() == 4
+    for i in range(4):
+        labels = charts.nth(i).locator(".marker-label").evaluate_all("els => els.map(e => e.textContent)")
+        assert "v1.0" in labels
+        assert "v1.1" in labels
+        assert "drift: failure_rate" in labels
+    assert charts.first.locator("rect.band").count() >= 1
+    events = page.locator("ul.events").inner_text()
+    assert "failure_rate" in events
+    for rule in fired:
+        assert rule in events
+    tools = page.locator("table[aria-label='Tools by errors'] tbody tr").first.inner_text()
+    assert "issue_refund" in tools
+    shoot(page, "agent")
+
+
+def test_following_an_alert_leads_to_its_failed_runs(page: Any, console: Console) -> None:
+    """Alerts -> the rule -> 'failed runs' of its firing window: failed runs of the agent, v1.1 among them."""
+    rule = _fired_rules(console.store)[0]
+    page.goto(f"{console.url}/alerts")
+    shoot(page, "alerts")
+    page.locator("table[aria-label='Alerts']").get_by_role("link", name=rule).first.click()
+    page.wait_for_url(re.compile(rf"/alerts/{rule}$"))
+    shoot(page, "alert-rule")
+    page.get_by_role("link", name="failed runs").first.click()
+    page.wait_for_url(re.compile(r"/runs\?"))
+    for part in ("agent=support-agent", "since=", "status=failed"):
+        assert part in page.url
+    rows = page.locator("#run-rows tr")
+    assert rows.count() > 0
+    texts = [rows.nth(i).inner_text() for i in range(rows.count())]
+    assert all("failed" in text for text in texts)
+    assert any("1.1" in text for text in texts)
+    shoot(page, "alert-runs")
+
+
+def test_drift_compare_and_references_pages_render(page: Any, console: Console) -> None:
+    """Drift lists the failure-rate drift with its test and p-value; Compare shows 1.0 -> 1.1 with the refund
+    tool's error rate up; References lists the demo's three tasks."""
+    page.goto(f"{console.url}/drift")
+    drifted = page.locator("tr.drifted", has_text="failure_rate")
+    assert drifted.count() >= 1
+    assert "two_proportion_z" in drifted.first.inner_text()
+    assert page.locator("tbody tr").count() > drifted.count()  # passing tests are listed too
+    shoot(page, "drift")
+    page.goto(f"{console.url}/compare")
+    assert "1.0 → 1.1" in page.locator("h2").first.inner_text()
+    refund = page.locator("tr", has=page.locator("a", has_text=re.compile("^issue_refund$")))
+    assert "▲" in refund.inner_text()
+    shoot(page, "compare")
+    page.goto(f"{console.url}/references")
+    tasks = page.locator("tbody tr td:first-child").all_inner_texts()
+    assert tasks == ["faq", "order_status", "refund"]
+    shoot(page, "references")
