@@ -1,6 +1,7 @@
 """`agenttrail demo --keep` end to end, as `make demo` runs it: the example agent is traced,
-assembled, scored and summarised; the sidecar keeps serving until Ctrl-C; then the README's
-follow-up CLI session runs as pasted, and the closing hint works as pasted."""
+assembled, scored and summarised; the sidecar keeps serving until Ctrl-C, and meanwhile the
+README's follow-up CLI session runs as pasted in a second shell (reads and `references load`
+through the sidecar); after Ctrl-C the closing hint works as pasted."""
 
 from __future__ import annotations
 
@@ -68,6 +69,23 @@ def test_demo_keeps_serving_and_the_readme_session_works(tmp_path: Path) -> None
         assert "keeps serving the demo's store agenttrail-demo-data (Ctrl-C to stop)" in out
         page = (tmp_path / "report.html").read_text()
         assert "data:image/png;base64," in page
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        env.pop("AGENTTRAIL_STORE", None)
+        session = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", readme_session()],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert session.returncode == 0, session.stdout + session.stderr
+        assert "0 added, 0 updated (new version), 3 unchanged" in session.stdout
+        assert re.search(r"^(DRIFT in \d+|no drift in \d+) ", session.stdout, re.M)
+        assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 120
+        assert (tmp_path / "demo-report.html").stat().st_size > 10_000
+
         demo.send_signal(signal.SIGINT)
         rest, _ = demo.communicate(timeout=60)
     finally:
@@ -76,23 +94,6 @@ def test_demo_keeps_serving_and_the_readme_session_works(tmp_path: Path) -> None
     assert demo.returncode == 0
     hint = rest.strip().splitlines()[-1].strip()
     assert hint == "agenttrail serve --store agenttrail-demo-data"
-
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("AGENTTRAIL_STORE", None)
-    session = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", readme_session()],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert session.returncode == 0, session.stdout + session.stderr
-    assert "0 added, 0 updated (new version), 3 unchanged" in session.stdout
-    assert re.search(r"^(DRIFT in \d+|no drift in \d+) ", session.stdout, re.M)
-    assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 120
-    assert (tmp_path / "demo-report.html").stat().st_size > 10_000
 
     serve = subprocess.Popen(
         ["bash", "-c", f"exec {hint} --grpc 127.0.0.1:0 --http 127.0.0.1:0"],
