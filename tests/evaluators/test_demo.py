@@ -111,3 +111,23 @@ def test_demo_keeps_serving_and_the_readme_session_works(tmp_path: Path) -> None
     finally:
         serve.send_signal(signal.SIGTERM)
         assert serve.wait(60) == 0
+
+
+@pytest.mark.timeout(300)
+def test_demo_without_keep_deletes_its_store_and_points_at_none(tmp_path: Path) -> None:
+    """Without --keep the store is deleted at the end, and the closing hint names no store: it
+    says `agenttrail demo --keep` instead."""
+    result = subprocess.run(
+        [*AGENTTRAIL, "demo", "--runs", "20", "--report", ""],
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    closing = result.stdout.rsplit("\n\n", 1)[-1]
+    assert "agenttrail demo --keep" in closing
+    assert "--store" not in closing
+    assert not list(tmp_path.glob("agenttrail-demo-*"))  # the temporary store is gone
