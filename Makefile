@@ -32,7 +32,7 @@ install: $(STAMP)
 embeddings: $(EMBEDDINGS_STAMP)
 
 demo: $(STAMP)
-	$(BIN)/agenttrail demo
+	$(BIN)/agenttrail demo --keep
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -47,6 +47,7 @@ GET_ROUTES: dict[str, str] = {
     "/api/v1/alerts/test": "rule=spike&since=10m&step=5m",
     "/api/v1/criteria-sets": "",
     "/api/v1/decisions": "trace_id=" + "ab" * 16,
+    "/api/v1/references": "",
     "/metrics": "",
 }
 OTLP_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from otlp_builders import agent_span, new_span_id, request, tool_span
 
 from agenttrail.evaluators.cli import cli
+from agenttrail.evaluators.reference_store import latest_references
 
 from .test_cli_start import HEAVY, PROBE
 from .test_online_scoring import wait_scored
@@ -165,3 +166,36 @@ def test_reads_through_the_sidecar_load_no_heavy_library(
     if command[0] == "trajectories":
         assert {json.loads(line)["trace_id"] for line in output.splitlines() if line.strip()} == set(traces)
     assert set(json.loads(modules)) & set(HEAVY) == set()
+
+
+def test_references_load_while_serve_holds_the_store(
+    start_sidecar: Any, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """With the sidecar holding the store, `references load` goes through its write API (under its
+    bearer token) and `references list` through its read API: the same commands as without it."""
+    sidecar = start_sidecar(bearer_token="s3cret")
+    where = ["--store", str(chdb_dir), "--database", database]
+    token = {"AGENTTRAIL_BEARER_TOKEN": "s3cret"}
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("refund: [{tool_name: lookup}, {tool_name: refund}]\nfaq: [{tool_name: search}]\n")
+    loaded = CliRunner().invoke(cli, ["references", "load", str(refs), *where], env=token)
+    assert loaded.exit_code == 0, loaded.output
+    assert loaded.output.strip() == "2 added, 0 updated (new version), 0 unchanged"
+    stored = {
+        task: [call.name for call in ref.entry.reference]
+        for task, ref in latest_references(sidecar.store).items()
+    }
+    assert stored == {"refund": ["lookup", "refund"], "faq": ["search"]}
+    listing = CliRunner().invoke(cli, ["references", "list", *where, "--format", "json"], env=token)
+    assert listing.exit_code == 0, listing.output
+    assert sorted(json.loads(line)["task"] for line in listing.output.splitlines()) == ["faq", "refund"]
+    again = CliRunner().invoke(cli, ["references", "load", str(refs), *where], env=token)
+    assert again.output.strip() == "0 added, 0 updated (new version), 2 unchanged"
+    refused = CliRunner().invoke(
+        cli, ["references", "load", str(refs), *where], env={"AGENTTRAIL_BEARER_TOKEN": ""}
+    )
+    assert refused.exit_code == 1
+    assert "401" in refused.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("refund: {metric: x}\n")
+    assert CliRunner().invoke(cli, ["references", "load", str(bad), *where], env=token).exit_code == 3

@@ -130,13 +130,23 @@ class SidecarApi:
         self.base_url = base_url.rstrip("/")
         self.token = token
 
+    def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST `body` as JSON to the sidecar's write API; its JSON answer."""
+        lines = self._call(path, json.dumps(body).encode())
+        return lines[0] if lines else {}
+
     def get_lines(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
-        import urllib.error  # here, not at the top: `--help` does not need http.client
         import urllib.parse
+
+        return self._call(f"{path}?{urllib.parse.urlencode(params)}", None)
+
+    def _call(self, path: str, data: bytes | None) -> list[dict[str, Any]]:
+        import urllib.error  # here, not at the top: `--help` does not need http.client
         import urllib.request
 
-        url = f"{self.base_url}{path}?{urllib.parse.urlencode(params)}"
-        request = urllib.request.Request(url)
+        request = urllib.request.Request(f"{self.base_url}{path}", data=data)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:

@@ -7,7 +7,6 @@ and the scores API into every sidecar that `serve` builds.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -26,7 +25,6 @@ from agenttrail.collector.cli import (
     cli_error,
     config_from,
     emit_rows,
-    format_table,
     read_rows,
     read_via,
     resolve_trace_id,
@@ -50,6 +48,7 @@ ALL_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS)
 
 def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     """Add the evaluator's tables, worker and read API to a sidecar before it starts."""
+    from agenttrail.evaluators.admin_api import install_admin
     from agenttrail.evaluators.api import install_api
     from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
     from agenttrail.evaluators.judges import ClientPool
@@ -77,6 +76,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     install_alerts(sidecar, config_file)
     install_export_and_report(sidecar, config_file)
     install_api(sidecar, config.metrics, config_file, judge_clients)
+    install_admin(sidecar)
 
 
 def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
@@ -170,7 +170,10 @@ def references() -> None:
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
 @store_options
 def references_load(file: str, store: str | None, database: str | None, config_file: str | None) -> None:
-    """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task."""
+    """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task.
+
+    While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references)."""
+    from agenttrail.evaluators.admin_api import ADMIN_PREFIX
     from agenttrail.evaluators.reference_store import store_reference_set
     from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 
@@ -178,15 +181,22 @@ def references_load(file: str, store: str | None, database: str | None, config_f
         reference_set = load_reference_set(file)
     except ReferenceSetError as exc:
         raise BadInput(str(exc)) from exc
-    target = open_store(store, database, config_file)
-    try:
-        result = store_reference_set(target, reference_set, source=file)
-    finally:
-        target.close()
-    click.echo(
-        f"{len(result.added)} added, {len(result.updated)} updated (new version), "
-        f"{len(result.unchanged)} unchanged"
-    )
+    config = config_from({"store": store, "database": database}, config_file)
+    source = read_via(config, None)
+    if isinstance(source, SidecarApi):
+        entries = [reference_set.entries[task].to_json() for task in sorted(reference_set.entries)]
+        answer = source.post_json(f"{ADMIN_PREFIX}/references", {"source": file, "entries": entries})
+        counts = [len(answer.get(key, [])) for key in ("added", "updated", "unchanged")]
+    else:
+        try:
+            migrate(source, ALL_MIGRATIONS)
+            result = store_reference_set(source, reference_set, source=file)
+        except AgentTrailError as exc:
+            raise cli_error(exc) from exc
+        finally:
+            source.close()
+        counts = [len(result.added), len(result.updated), len(result.unchanged)]
+    click.echo(f"{counts[0]} added, {counts[1]} updated (new version), {counts[2]} unchanged")
 
 
 @references.command("list")
@@ -195,43 +205,23 @@ def references_load(file: str, store: str | None, database: str | None, config_f
 def references_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str
 ) -> None:
-    """The current reference of every task."""
-    from agenttrail.evaluators.reference_store import latest_references
+    """The current reference of every task (through `serve` while it holds the store)."""
+    from agenttrail.evaluators.admin_api import REFERENCES_ROUTE, reference_rows
 
-    target = open_store(store, database, config_file)
-    try:
-        current = latest_references(target)
-    finally:
-        target.close()
-    if output_format == "json":
-        for task, stored in current.items():
-            click.echo(
-                json.dumps(
-                    {
-                        "task": task,
-                        "version": stored.version,
-                        "content_hash": stored.content_hash,
-                        "source": stored.source,
-                        **stored.entry.to_json(),
-                    },
-                    ensure_ascii=False,
-                )
-            )
-        return
-    click.echo(
-        format_table(
-            ["task", "version", "reference trajectory", "metrics", "source"],
-            [
-                (
-                    task,
-                    s.version,
-                    " > ".join(call.name for call in s.entry.reference),
-                    ",".join(s.entry.metrics) or "-",
-                    s.source,
-                )
-                for task, s in current.items()
-            ],
-        )
+    config = config_from({"store": store, "database": database}, config_file)
+    rows = read_rows(config, None, REFERENCES_ROUTE, {}, reference_rows, ALL_MIGRATIONS)
+    emit_rows(
+        rows,
+        output_format,
+        empty="no references loaded (agenttrail references load FILE)",
+        headers=["task", "version", "reference trajectory", "metrics", "source"],
+        cells=lambda r: (
+            r["task"],
+            r["version"],
+            " > ".join(call["name"] for call in r["reference_trajectory"]),
+            ",".join(r["metrics"]) or "-",
+            r["source"],
+        ),
     )
 
 
@@ -320,7 +310,14 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
     help="How many agent runs the example agent makes.",
 )
 @click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
-@click.option("--keep", type=click.Path(file_okay=False), help="Keep the demo's store in this directory.")
+@click.option(
+    "--keep",
+    is_flag=False,
+    flag_value="agenttrail-demo-data",
+    type=click.Path(file_okay=False),
+    help="Keep the demo's store (in ./agenttrail-demo-data, or this directory) and keep serving it, "
+    "with the console, until Ctrl-C.",
+)
 @click.option(
     "--report",
     type=click.Path(dir_okay=False),
@@ -336,7 +333,7 @@ def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
     try:
         run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar, report=report or None)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 def main() -> None:

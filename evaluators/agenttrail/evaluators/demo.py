@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import logging
 import random
+import shlex
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agenttrail.collector.config import SidecarConfig
+from agenttrail.collector.durations import format_duration
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators import demo_agent
@@ -60,10 +64,11 @@ def describe_run(run: dict[str, Any]) -> str:
     steps = []
     for call in run["tool_calls"]:
         mark = f" ✗ {call['error_type']}" if call["status"] == "error" else ""
-        steps.append(f"{call['name']}({call['latency_ms']:.1f}ms{mark})")
+        steps.append(f"{call['name']}({format_duration(call['latency_ms'] / 1000)}{mark})")
     status = f"FAILED {run['error_type']}" if run["failure"] else "ok"
-    return f"{run['trace_id'][:12]}  {run['task']:<12} {run['latency_s'] * 1000:7.1f}ms  {status:<28} " + (
-        " > ".join(steps) or "-"
+    return (
+        f"{run['trace_id'][:12]}  {run['task']:<12} {format_duration(run['latency_s']):>8}  {status:<28} "
+        + (" > ".join(steps) or "-")
     )
 
 
@@ -73,17 +78,15 @@ def summarise(runs: list[dict[str, Any]], out: Out = print) -> None:
         out("no runs were assembled")
         return
     failures = [run for run in runs if run["failure"]]
-    latencies = [run["latency_s"] * 1000 for run in runs]
+    latencies = [run["latency_s"] for run in runs]
     tool_calls = [call for run in runs for call in run["tool_calls"]]
     tool_errors = Counter(call["name"] for call in tool_calls if call["status"] == "error")
     tool_counts = Counter(call["name"] for call in tool_calls)
     out(
         f"\nruns: {len(runs)}   failure rate: {len(failures) / len(runs):.1%}   tool calls: {len(tool_calls)}"
     )
-    out(
-        f"latency ms: p50 {percentile(latencies, 50):.1f}  p95 {percentile(latencies, 95):.1f}  "
-        f"p99 {percentile(latencies, 99):.1f}  mean {statistics.fmean(latencies):.1f}"
-    )
+    shown = [f"p{q} {format_duration(percentile(latencies, q))}" for q in (50, 95, 99)]
+    out(f"latency: {'  '.join(shown)}  mean {format_duration(statistics.fmean(latencies))}")
     tokens = sum(run["input_tokens"] + run["output_tokens"] for run in runs)
     out(f"tokens: {tokens}")
     out("\nper task:")
@@ -125,9 +128,13 @@ def summarise_scores(runs: list[dict[str, Any]], scores: list[dict[str, Any]], o
     out("\nonline evaluation against the reference trajectories:")
     for metric in sorted(by_metric):
         summary = aggregate(by_metric[metric])
-        out(
-            f"  {metric:<28} n {summary.count:>5}   mean {summary.mean or 0:.3f}   std {summary.std or 0:.3f}"
+        mean, std = summary.mean or 0, summary.std or 0
+        shown = (
+            (format_duration(mean), format_duration(std))
+            if metric == "latency"
+            else (f"{mean:.3f}", f"{std:.3f}")
         )
+        out(f"  {metric:<28} n {summary.count:>5}   mean {shown[0]}   std {shown[1]}")
 
     def distance(run: dict[str, Any]) -> float:
         metrics = by_run.get(run["trace_id"], {})
@@ -220,10 +227,36 @@ def run_demo(
             out(f"\nreport: {path.resolve()}")
             out("  failure rate, latency and scores over time, with the drift and the alert marked")
         if keep:
-            out(f"\nthe store is kept in {store_dir}: agenttrail trajectories --store {store_dir}")
+            keep_serving(sidecar, store_dir, out)
+        else:
+            out("\nthe demo's store is deleted now; `agenttrail demo --keep` keeps it and keeps the sidecar")
+            out("serving (the console, the CLI's read commands) until Ctrl-C")
         return result
     finally:
         sidecar.stop()
         inbox.stop()
         if not keep:
             shutil.rmtree(store_dir, ignore_errors=True)
+        else:
+            out(f"\nstopped. The store is kept in {store_dir}; to serve it again:")
+            out(f"  agenttrail serve --store {shlex.quote(str(store_dir))}")
+
+
+def keep_serving(sidecar: Sidecar, store_dir: Path, out: Out) -> None:
+    """Serve the demo's store until Ctrl-C (or SIGTERM), saying where to look meanwhile."""
+    assert sidecar.http is not None
+    stop = threading.Event()
+    # Handlers first: a Ctrl-C right after the hint must stop the demo cleanly, not abort it.
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        store = shlex.quote(str(store_dir))
+        out(f"\nthe sidecar keeps serving the demo's store {store_dir} (Ctrl-C to stop):")
+        out(f"  console   http://{sidecar.http.address}/console/")
+        out(f"  in another terminal:  export AGENTTRAIL_STORE={store}")
+        out("    agenttrail trajectories --limit 5")
+        out("    agenttrail drift --recent 1d --baseline-version 1.0")
+        sys.stdout.flush()  # a pipe is block-buffered: the hint must show while we wait
+        stop.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.display import format_p, format_value
 from agenttrail.evaluators.monitoring.report import build_report, write_report
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 
@@ -169,8 +170,9 @@ def summarise_monitoring(
         out("  no drift recorded yet")
     for metric, test, p_value, effect, baseline, recent, baseline_n, recent_n in drift:
         out(
-            f"  drift in {metric:<18} {test:<18} p={_num(p_value, '.2g')}  effect {_num(effect, '+.2f')}  "
-            f"{_num(baseline, '.3g')} (n {baseline_n}) -> {_num(recent, '.3g')} (n {recent_n})"
+            f"  drift in {metric:<18} {test:<18} p {format_p(p_value)}  effect {_num(effect, '+.2f')}  "
+            f"{format_value(metric, baseline)} (n {baseline_n}) -> "
+            f"{format_value(metric, recent)} (n {recent_n})"
         )
     others = sorted({payload["rule"] for payload in inbox.received} - {FAILURE_RULE})
     if others:

@@ -41,6 +41,23 @@ def config_file(tmp_path: Path, webhook: WebhookServer, **rule: Any) -> Path:
     return path
 
 
+def test_external_url_is_the_base_of_generator_urls(
+    start_sidecar: Callable[..., Any], tmp_path: Path, webhook: WebhookServer
+) -> None:
+    """Behind a proxy, `alerts.external_url` replaces the sidecar's address in the link; a rule
+    name is quoted into the path."""
+    path = config_file(tmp_path, webhook, **{"for": "0s", "name": "spike/eu"})
+    document = yaml.safe_load(path.read_text())
+    document["alerts"]["external_url"] = "https://agenttrail.example.com/"
+    path.write_text(yaml.safe_dump(document))
+    sidecar = start_sidecar(str(path))
+    insert_runs(sidecar.store, agent="checkout", at=time.time(), count=30, failed=15, spread_s=5 * MINUTE)
+    (body,) = webhook.wait_for("/hook", 1)
+    assert body["generatorURL"] == (
+        f"https://agenttrail.example.com/console/alerts/spike%2Feu?fingerprint={body['fingerprint']}"
+    )
+
+
 def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
@@ -120,6 +137,11 @@ def test_sidecar_runs_the_evaluator_and_serves_alerts(
     insert_runs(sidecar.store, agent="checkout", at=now, count=30, failed=15, spread_s=5 * MINUTE)
     (body,) = webhook.wait_for("/hook", 1)
     assert (body["status"], body["group"]) == ("firing", {"agent": "checkout"})
+    # the link is the console's page for the rule on the address serve really listens on
+    assert body["generatorURL"] == (
+        f"http://{sidecar.http.address}/console/alerts/spike?fingerprint={body['fingerprint']}"
+    )
+    assert not sidecar.http.address.endswith(":4318")
     assert evaluator.alive()
     assert sidecar.dead_workers() == []
 

@@ -114,7 +114,9 @@ def test_webhook_firing_then_resolved(
     assert "15/30 runs failed" in firing["annotations"]["description"]
     assert (firing["value"], firing["threshold"], firing["endsAt"]) == (0.5, 0.1, None)
     assert abs(parse_iso(firing["startsAt"]) - clock.now) < 0.01
-    assert firing["generatorURL"].endswith(f"fingerprint={firing['fingerprint']}&all=1")
+    assert firing["generatorURL"].endswith(
+        f"/console/alerts/checkout-failures?fingerprint={firing['fingerprint']}"
+    )
     (listed,) = query_alerts(alert_store, AlertFilter())
     assert (listed["state"], listed["labels"], listed["value"]) == ("firing", {"agent": "checkout"}, 0.5)
 

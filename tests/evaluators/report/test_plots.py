@@ -7,7 +7,7 @@ from typing import Any
 
 from matplotlib.axes import Axes
 
-from agenttrail.evaluators.monitoring.plots import draw_agent, drift_instants
+from agenttrail.evaluators.monitoring.plots import draw_agent, drift_instants, merge_identical
 from agenttrail.evaluators.monitoring.report_data import AgentReport, RunBucket, ScoreBucket
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
@@ -41,7 +41,16 @@ def agent_report() -> AgentReport:
 
 
 def test_drift_is_grouped_by_panel_and_instant() -> None:
-    """failure_rate goes to the runs panel, latency to latency, other run metrics and scores to scores."""
+    """failure_rate goes to the runs panel, latency to latency, other run metrics and scores to scores;
+    with a gap, checks that many seconds apart make one episode."""
+    assert drift_instants(agent_report(), 300) == {
+        "runs": {FIRST: ["failure_rate"], LAST: ["failure_rate"]},
+        "latency": {FIRST: ["latency"]},
+        "scores": {
+            FIRST: ["trajectory_length", "tool_distribution", "trajectory_recall"],
+            LAST: ["trajectory_length"],
+        },
+    }
     assert drift_instants(agent_report()) == {
         "runs": {FIRST: ["failure_rate"], LAST: ["failure_rate"]},
         "latency": {FIRST: ["latency"]},
@@ -54,8 +63,8 @@ def test_drift_is_grouped_by_panel_and_instant() -> None:
 
 
 def test_each_panel_labels_its_own_drift_once_per_instant_without_overlap() -> None:
-    """Every drift label sits on its metric's panel, names all metrics of its instant, and no two
-    labels (nor a label and the legend) overlap."""
+    """Every drift label sits on its metric's panel, names all metrics of its episode (checks a
+    bucket apart are one), no two labels overlap, and the legend sits beside the panel, off its lines."""
     figure = draw_agent(agent_report(), 300, START + timedelta(hours=2))
     panels: dict[str, Axes] = {ax.get_title().split(" (")[0]: ax for ax in figure.axes if ax.get_title()}
     labels = {title: sorted(text.get_text() for text in ax.texts) for title, ax in panels.items()}
@@ -65,7 +74,6 @@ def test_each_panel_labels_its_own_drift_once_per_instant_without_overlap() -> N
         "Evaluation scores": [
             "drift: trajectory_length",
             "drift: trajectory_length, tool_distribution, trajectory_recall",
-            "drift: trajectory_recall",
         ],
     }
     figure.draw_without_rendering()
@@ -74,9 +82,25 @@ def test_each_panel_labels_its_own_drift_once_per_instant_without_overlap() -> N
         boxes = [text.get_window_extent(renderer) for text in ax.texts]
         legend = ax.get_legend()
         assert legend is not None
-        boxes.append(legend.get_window_extent(renderer))
         panel = ax.get_window_extent(renderer)
+        assert legend.get_window_extent(renderer).x0 > panel.x1  # beside the panel, over no line
         for i, box in enumerate(boxes):
             assert panel.x0 <= box.x0  # inside the panel
             assert box.x1 <= panel.x1
             assert not any(box.overlaps(other) for other in boxes[i + 1 :])
+
+
+def test_identical_series_show_as_one_named_line_and_ticks_say_date_and_time() -> None:
+    """Two score series with the same points are one line labelled with both names (drawn apart,
+    one would hide the other); every x tick label names the day and the time."""
+    report = agent_report()
+    report.scores["trajectory_precision"] = list(report.scores["trajectory_recall"])
+    figure = draw_agent(report, 300, START + timedelta(hours=2))
+    scores = next(ax for ax in figure.axes if ax.get_title().startswith("Evaluation scores"))
+    labels = [line.get_label() for line in scores.get_lines() if not line.get_label().startswith("_")]
+    assert labels == ["trajectory_precision = trajectory_recall", "drift detected"]
+    assert merge_identical({"a": [1, 2], "b": [1, 3], "c": [1, 2]}) == [("a = c", [1, 2]), ("b", [1, 3])]
+    figure.draw_without_rendering()
+    ticks = [label.get_text() for label in scores.get_xticklabels() if label.get_text()]
+    assert ticks
+    assert all(tick.startswith("Jan 01\n") and tick.count(":") >= 1 for tick in ticks), ticks

@@ -21,6 +21,16 @@ EFFECT_NAMES = {
     "mean_shift_sd": "shift (sd)",
 }
 
+# The effect size each test reports (drift.py), for stored events that keep only the test.
+TEST_EFFECTS = {
+    "two_proportion_z": "cohens_h",
+    "bernoulli_cusum": "cohens_h",
+    "mann_whitney_u": "cliffs_delta",
+    "kolmogorov_smirnov": "ks_d",
+    "chi_square": "cramers_v",
+    "page_hinkley": "mean_shift_sd",
+}
+
 STATUS_MARKS = {"drift": "DRIFT", "no_drift": "ok", "insufficient_data": "too few"}
 
 

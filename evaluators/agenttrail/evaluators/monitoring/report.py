@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agenttrail.collector.durations import format_duration
+from agenttrail.evaluators.monitoring.display import TEST_EFFECTS, format_effect, format_p, format_value
 from agenttrail.evaluators.monitoring.plots import agent_figure, bucket_words
 from agenttrail.evaluators.monitoring.report_data import AgentReport, Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.route_store import lazy_store
@@ -132,9 +134,9 @@ def _overview(report: Report) -> str:
                 f"<a href='#agent-{_slug(name)}'>{_e(name)}</a>",
                 _e(s["runs"]),
                 f"{100 * failure_rate:.1f}%",
-                _num(s["p50"], 2),
-                _num(s["p95"], 2),
-                _num(s["p99"], 2),
+                _e(format_duration(s["p50"])),
+                _e(format_duration(s["p95"])),
+                _e(format_duration(s["p99"])),
                 f"{100 * tool_error_rate:.1f}%",
                 _e(s["input_tokens"] + s["output_tokens"]),
                 _e(len(agent.drift)),
@@ -146,9 +148,9 @@ def _overview(report: Report) -> str:
             "agent",
             "runs",
             "failure rate",
-            "p50 latency (s)",
-            "p95 latency (s)",
-            "p99 latency (s)",
+            "p50 latency",
+            "p95 latency",
+            "p99 latency",
             "tool error rate",
             "tokens",
             "drift points",
@@ -168,36 +170,7 @@ def _agent_section(agent: AgentReport, png: bytes) -> str:
         "<h3>Drift detected</h3>",
     ]
     if agent.drift:
-        parts.append(
-            _table(
-                [
-                    "detected (UTC)",
-                    "metric",
-                    "task",
-                    "test",
-                    "p-value",
-                    "effect size",
-                    "baseline",
-                    "recent",
-                    "n",
-                ],
-                [
-                    [
-                        _utc(d["detected_at"]),
-                        _e(d["metric"]),
-                        _e(d["task"]),
-                        _e(d["test"]),
-                        _num(d["p_value"], 4),
-                        _num(d["effect_size"]),
-                        _num(d["baseline_value"]),
-                        _num(d["recent_value"]),
-                        f"{d['baseline_n']} / {d['recent_n']}",
-                    ]
-                    for d in agent.drift
-                ],
-                numeric=(4, 5, 6, 7),
-            )
-        )
+        parts.append(_drift_table(agent.drift))
     else:
         parts.append("<p class='note'>No drift detected in this range.</p>")
     parts.append("<h3>Alert periods</h3>")
@@ -219,13 +192,60 @@ def _agent_section(agent: AgentReport, png: bytes) -> str:
     return "\n".join(parts)
 
 
+def drift_episodes(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per metric, task and test: the monitor records a drift at every check while it
+    lasts, and the same row repeated says nothing. First and last detection, how many checks
+    found it, and the latest check's figures."""
+    grouped: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for event in sorted(events, key=lambda e: str(e["detected_at"])):
+        key = (event["metric"], event["task"], event["test"])
+        row = grouped.setdefault(key, {"first": event["detected_at"], "checks": 0})
+        row.update(event, checks=row["checks"] + 1, last=event["detected_at"])
+    return list(grouped.values())
+
+
+def _drift_table(events: Sequence[dict[str, Any]]) -> str:
+    return _table(
+        [
+            "metric",
+            "task",
+            "test",
+            "first detected (UTC)",
+            "last detected (UTC)",
+            "checks",
+            "p-value",
+            "effect size",
+            "baseline",
+            "recent",
+            "n baseline / recent",
+        ],
+        [
+            [
+                _e(d["metric"]),
+                _e(d["task"] or "all"),
+                _e(d["test"]),
+                _utc(d["first"]),
+                _utc(d["last"]),
+                _e(d["checks"]),
+                _e(format_p(d["p_value"])),
+                _e(format_effect(d.get("effect") or TEST_EFFECTS.get(d["test"], "effect"), d["effect_size"])),
+                _e(format_value(d["metric"], d["baseline_value"])),
+                _e(format_value(d["metric"], d["recent_value"])),
+                f"{d['baseline_n']} / {d['recent_n']}",
+            ]
+            for d in drift_episodes(events)
+        ],
+        numeric=(5, 6, 8, 9),
+    )
+
+
 def _runs_table(runs: Sequence[dict[str, Any]]) -> str:
     return _table(
         [
             "start (UTC)",
             "trace",
             "task",
-            "latency (s)",
+            "latency",
             "status",
             "mean score",
             "trajectory (tool calls in order)",
@@ -235,7 +255,7 @@ def _runs_table(runs: Sequence[dict[str, Any]]) -> str:
                 _utc(run["start"]),
                 f"<code>{_e(run['trace_id'])}</code>",
                 _e(run["task"]),
-                _num(run["latency_s"], 2),
+                _e(format_duration(run["latency_s"])),
                 _e(run["error_type"] or "error") if run["failure"] else "ok",
                 _num(run["mean_score"]),
                 _trajectory(run["tool_calls"]),

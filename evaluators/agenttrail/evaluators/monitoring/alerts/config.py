@@ -6,7 +6,8 @@ key: a typo must never silently disable an alert.
 
     alerts:
       evaluation_interval: 30s
-      external_url: http://agenttrail.internal:4318   # base of generatorURL links
+      external_url: https://agenttrail.example.com   # base of generatorURL links (default: the
+                                                     # sidecar's own --http address)
       channels:
         oncall: {type: slack, url: https://hooks.slack.com/services/...}
       rules:
@@ -28,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -155,7 +157,7 @@ class AlertsConfig:
     rules: tuple[AlertRule, ...] = ()
     channels: Mapping[str, ChannelConfig] = field(default_factory=lambda: {"log": LOG_CHANNEL})
     evaluation_interval_s: float = 30.0
-    external_url: str = "http://127.0.0.1:4318"
+    external_url: str | None = None  # None: the sidecar's own HTTP address (see generator_url)
     queue_size: int = 1000  # notifications waiting per channel before new ones are dropped
 
     def rule(self, name: str) -> AlertRule:
@@ -165,8 +167,11 @@ class AlertsConfig:
         known = ", ".join(rule.name for rule in self.rules) or "none are configured"
         raise ConfigError(f"no alert rule named {name!r} (rules: {known})")
 
-    def generator_url(self, fingerprint: str) -> str:
-        return f"{self.external_url.rstrip('/')}/api/v1/alerts?fingerprint={fingerprint}&all=1"
+    def generator_url(self, served_at: str, rule: str, fingerprint: str) -> str:
+        """The link notifications carry: the web console's page for the rule, under `external_url`
+        (for a sidecar behind a proxy) or else `served_at`, the sidecar's own HTTP base URL."""
+        base = (self.external_url or served_at).rstrip("/")
+        return f"{base}/console/alerts/{quote(rule, safe='')}?fingerprint={fingerprint}"
 
     @classmethod
     def from_file(cls, path: str | Path | None) -> AlertsConfig:

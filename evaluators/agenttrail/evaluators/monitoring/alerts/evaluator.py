@@ -61,6 +61,7 @@ class AlertEvaluator(BackgroundLoop):
         *,
         clock: Callable[[], float] = time.time,
         sender: Callable[[ChannelConfig, Notification], None] = send,
+        served_at: Callable[[], str] = lambda: "http://127.0.0.1:4318",
     ) -> None:
         super().__init__(
             what="alert evaluation",
@@ -69,6 +70,7 @@ class AlertEvaluator(BackgroundLoop):
         )
         self.config = config
         self.clock = clock
+        self.served_at = served_at  # the sidecar's HTTP base URL, known once it has bound its port
         self.counters = EvaluatorCounters()
         self._store_factory = store_factory
         self._store: Store | None = None
@@ -175,7 +177,7 @@ class AlertEvaluator(BackgroundLoop):
             threshold=alert.threshold,
             starts_at=alert.fired_at or alert.active_since or at,
             ends_at=alert.resolved_at if kind == "resolved" else None,
-            generator_url=self.config.generator_url(alert.fingerprint),
+            generator_url=self.config.generator_url(self.served_at(), rule.name, alert.fingerprint),
             at=at,
         )
 

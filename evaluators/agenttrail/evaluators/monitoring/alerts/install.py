@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
@@ -12,6 +13,17 @@ from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_a
 from agenttrail.evaluators.monitoring.alerts.replay import replay_route
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.route_store import lazy_store
+
+
+def served_at(sidecar: Sidecar) -> str:
+    """The sidecar's HTTP base URL as a browser elsewhere reaches it: the bound address (the real
+    port, not the configured 0), with this host's name when it listens on every interface."""
+    address = sidecar.http.address if sidecar.http is not None else sidecar.config.http
+    host, _, port = address.rpartition(":")
+    if host.strip("[]") in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    scheme = "https" if sidecar.config.tls_cert else "http"
+    return f"{scheme}://{host}:{port}"
 
 
 def install_alerts(sidecar: Sidecar, config_file: str | None) -> AlertEvaluator | None:
@@ -34,6 +46,6 @@ def install_alerts(sidecar: Sidecar, config_file: str | None) -> AlertEvaluator 
     sidecar.add_read_route("/api/v1/alerts/test", test_route)
     if not config.rules:
         return None
-    evaluator = AlertEvaluator(sidecar.new_store, config)
+    evaluator = AlertEvaluator(sidecar.new_store, config, served_at=lambda: served_at(sidecar))
     sidecar.add_worker(evaluator)
     return evaluator

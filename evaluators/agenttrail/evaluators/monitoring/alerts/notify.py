@@ -8,7 +8,7 @@ Generic webhook (POST, application/json), one object per notification:
      "group": {"agent": "checkout"}, "annotations": {"summary": "...", "description": "..."},
      "value": 0.31, "threshold": 0.1, "startsAt": "2026-11-21T10:00:00.000Z",
      "endsAt": null | "2026-11-21T10:30:00.000Z", "fingerprint": "3f2a...",
-     "generatorURL": "http://127.0.0.1:4318/api/v1/alerts?fingerprint=3f2a...&all=1"}
+     "generatorURL": "http://127.0.0.1:4318/console/alerts/checkout-failures?fingerprint=3f2a..."}
 
 Slack incoming webhook: `text` (the fallback shown in notifications) and `blocks`.
 Prometheus Alertmanager API v2: POST /api/v2/alerts with a list of
