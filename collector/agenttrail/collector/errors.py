@@ -3,6 +3,7 @@
 AgentTrailError
 ├── ConfigError            a setting is missing or has a bad value
 ├── StoreError             ClickHouse refused or failed a statement
+│   ├── StoreRefused       ClickHouse refused the data itself (unparsable, constraint, ...)
 │   ├── StoreUnavailable   ClickHouse cannot be reached (down, wrong URL, network)
 │   └── StoreLocked        the embedded store's directory is held by another process
 ├── OverloadedError        the collector's ingest queue is full; the client should retry
@@ -22,6 +23,10 @@ class ConfigError(AgentTrailError):
 
 class StoreError(AgentTrailError):
     """ClickHouse refused or failed a statement."""
+
+
+class StoreRefused(StoreError):
+    """ClickHouse refused the data of an insert; retrying the same data cannot succeed."""
 
 
 class StoreUnavailable(StoreError):

@@ -34,6 +34,7 @@ from agenttrail.collector.errors import (
     SpoolError,
     StoreError,
     StoreLocked,
+    StoreRefused,
     StoreUnavailable,
 )
 from agenttrail.collector.otlp_decode import (
@@ -358,17 +359,7 @@ class IngestPipeline:
                 else:
                     arrived_at = self._insert(segment, batch)
                 break
-            except (StoreUnavailable, StoreLocked) as exc:
-                self.counters.store_failures += 1
-                if not self._store_down:
-                    log.error("cannot reach the span store, will retry (spans are spooled): %s", exc)
-                self._store_down = True
-                self._store_error = str(exc)[:500]
-                if not retry:
-                    raise
-                if self._stopping:
-                    return False
-            except StoreError as exc:
+            except StoreRefused as exc:
                 self.counters.store_failures += 1
                 refusals += 1
                 name = segment.name if segment is not None else "(arrivals)"
@@ -386,6 +377,18 @@ class IngestPipeline:
                     log.error("giving up on storing trace arrivals after %d tries: %s", refusals, exc)
                     arrived_at = time.time()
                     break
+            except StoreError as exc:
+                # Unreachable, locked, or failing for reasons of its own (a missing table, memory):
+                # nothing about the data, so everything waits until the store works again.
+                self.counters.store_failures += 1
+                if not self._store_down:
+                    log.error("cannot reach the span store, will retry (spans are spooled): %s", exc)
+                self._store_down = True
+                self._store_error = str(exc)[:500]
+                if not retry:
+                    raise
+                if self._stopping:
+                    return False
             except OSError as exc:
                 # Setting a refused record aside failed (disk full?): keep the segment, retry.
                 log.error("cannot quarantine records of spool segment %s, will retry: %s", segment, exc)
@@ -411,7 +414,7 @@ class IngestPipeline:
         """Store a refused segment's records one by one; quarantine those refused even alone.
 
         Each record has its own deduplication token, so a retry after an outage half-way
-        stores nothing twice. Raises StoreUnavailable (retried by the caller) and OSError
+        stores nothing twice. Raises other StoreErrors (retried by the caller) and OSError
         when a record cannot be set aside (the segment stays)."""
         records = Spool.read(segment)
         log.warning("storing the %d records of spool segment %s one by one", len(records), segment.name)
@@ -421,9 +424,7 @@ class IngestPipeline:
                 single.write_bytes(encode_records([record]))
                 try:
                     self._insert_spans(single, f"{segment.name}:{index}")
-                except (StoreUnavailable, StoreLocked):
-                    raise
-                except StoreError as exc:
+                except StoreRefused as exc:
                     self._quarantine_record(record, segment, index, f"refused by the store: {exc}")
         return self._insert_arrivals(segment.name, batch)
 
@@ -474,7 +475,7 @@ class IngestPipeline:
                 return
             except (StoreUnavailable, StoreLocked):
                 raise
-            except StoreError as exc:
+            except StoreError as exc:  # whatever the reason: the Python path tells refusals apart
                 log.warning(
                     "ClickHouse refused spool segment %s (%s); storing it through the Python decoder",
                     segment.name,
@@ -485,7 +486,7 @@ class IngestPipeline:
             try:
                 rows.extend(decode_protobuf(record).rows)
             except OtlpDecodeError as exc:
-                raise StoreError(f"a record of spool segment {segment.name} is undecodable: {exc}") from exc
+                raise StoreRefused(f"a record of spool segment {segment.name} is undecodable: {exc}") from exc
         if rows:
             self._store.insert_rows(
                 "otel_traces", OTEL_TRACES_COLUMNS, rows, dedup_token=token, settings=self._insert_settings

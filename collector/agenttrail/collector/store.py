@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from agenttrail.collector.errors import StoreError, StoreLocked, StoreUnavailable
+from agenttrail.collector.errors import StoreError, StoreLocked, StoreRefused, StoreUnavailable
 
 
 def _driver_errors() -> tuple[type[Exception], type[Exception]]:
@@ -104,6 +104,14 @@ def insert_select_sql(
     return target + select(f"input({structure})") + f" FORMAT {source.fmt}"
 
 
+# ClickHouse error codes that are about the inserted data, not the server: the same insert would
+# fail again (parse errors of every kind, wrong types and sizes, constraints, too many partitions).
+_DATA_ERROR_CODES = frozenset(
+    {6, 26, 27, 32, 33, 38, 41, 43, 53, 69, 70, 72, 117, 128, 131, 190, 252, 321, 407, 434, 444, 469}
+)
+_ERROR_CODE = re.compile(r"Code: (\d+)")
+
+
 def _translate(exc: Exception, location: StoreLocation) -> StoreError:
     text = str(exc)
     if "Cannot lock file" in text or "already initialized with path" in text:
@@ -116,7 +124,11 @@ def _translate(exc: Exception, location: StoreLocation) -> StoreError:
             f"cannot reach {location.describe()}: {text.splitlines()[0][:300]}. "
             "Check the URL and that ClickHouse is running."
         )
-    return StoreError(f"{location.describe()} failed: {text.splitlines()[0][:500]}")
+    message = f"{location.describe()} failed: {text.splitlines()[0][:500]}"
+    codes = {int(code) for code in _ERROR_CODE.findall(text)}
+    if codes and codes <= _DATA_ERROR_CODES:
+        return StoreRefused(message)
+    return StoreError(message)
 
 
 class Store:

@@ -1,0 +1,171 @@
+"""Whatever the receiver accepts, both store paths store, and store the same rows.
+
+Requests here are generated far outside what SDKs send: ids of any length, timestamps over the
+whole uint64 range, names and attribute lists past the limits, NaN and infinities, nested
+values, events past 2262, and unknown fields (groups included) appended to the wire bytes. The
+canonical record `canonicalize` leaves must be stored by ClickHouse's Protobuf decoding and by
+the Python renderer alike, with one row per accepted span.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+
+from agenttrail.collector.canonical import SpanLimits, canonicalize
+from agenttrail.collector.otlp_decode import (
+    OTEL_TRACES_COLUMNS,
+    OtlpDecodeError,
+    decode_request,
+    parse_protobuf,
+)
+from agenttrail.collector.otlp_sql import SPOOL_SOURCE, format_settings, span_rows_select
+from agenttrail.collector.spool import encode_records
+from agenttrail.collector.store import Store
+
+NOW = time.time_ns()
+LIMITS = SpanLimits(max_age_days=400, max_future_s=3600, max_name_chars=40, max_attributes=4, max_events=2)
+DAY = 86_400 * 10**9
+
+texts = st.text(max_size=60) | st.sampled_from(["", "\u2028", "\x00\x1f", 'q"\\', "é😀" * 30])
+doubles = st.floats() | st.sampled_from([float("nan"), float("inf"), -float("inf"), -0.0, 5e-324])
+# Mostly inside the window (so that spans are accepted), often at its edges and far beyond.
+good_times = st.integers(NOW - 399 * DAY, NOW + 3599 * 10**9)
+extreme_times = st.sampled_from([0, 1, 2**63 - 1, 2**63, 2**64 - 2, 2**64 - 1, NOW + 10**12]) | st.integers(
+    0, 2**64 - 1
+)
+times = st.one_of(good_times, good_times, good_times, extreme_times)
+
+
+def scalars() -> st.SearchStrategy[AnyValue]:
+    return st.one_of(
+        texts.map(lambda v: AnyValue(string_value=v)),
+        st.integers(-(2**63), 2**63 - 1).map(lambda v: AnyValue(int_value=v)),
+        doubles.map(lambda v: AnyValue(double_value=v)),
+        st.binary(max_size=5).map(lambda v: AnyValue(bytes_value=v)),
+        st.booleans().map(lambda v: AnyValue(bool_value=v)),
+        st.just(AnyValue()),
+    )
+
+
+any_values = st.recursive(
+    scalars(),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3).map(lambda v: AnyValue(array_value=ArrayValue(values=v))),
+        st.lists(st.tuples(st.sampled_from(["k", "x"]), children), max_size=3).map(
+            lambda v: AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key=k, value=x) for k, x in v]))
+        ),
+    ),
+    max_leaves=8,
+)
+attributes = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "gen_ai.operation.name", "é"]), any_values), max_size=7
+)
+ids = st.binary(max_size=18)
+# Unknown fields a client (or a flipped byte) may add: varint, fixed, length-delimited, a group.
+unknown_fields = st.lists(
+    st.sampled_from([b"\xc8\x3e\x01", b"\xd1\x3e" + b"\x00" * 8, b"\xd2\x3e\x02ab", b"\xdb\x3e\xdc\x3e"]),
+    max_size=3,
+)
+
+
+@st.composite
+def request_bodies(draw: st.DrawFn) -> bytes:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    resource.resource.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(attributes))
+    scope = resource.scope_spans.add()
+    scope.scope.name = draw(texts)
+    for _ in range(draw(st.integers(1, 4))):
+        span = scope.spans.add(
+            trace_id=draw(st.sampled_from([b"\x01" * 16, b"\xab" * 16]) | ids),
+            span_id=draw(st.sampled_from([b"\x02" * 8, b"\x04" * 8]) | ids),
+            parent_span_id=draw(st.sampled_from([b"", b"\x03" * 8]) | ids),
+            name=draw(texts),
+            kind=draw(st.integers(-(2**31), 2**31 - 1)),  # type: ignore[arg-type]
+            start_time_unix_nano=(start := draw(times)),
+            end_time_unix_nano=draw(st.integers(start, min(start + 10**9, 2**64 - 1)) | times),
+            trace_state=draw(texts),
+        )
+        span.status.code = draw(st.integers(0, 2**31 - 1))  # type: ignore[assignment]
+        span.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(attributes))
+        for _ in range(draw(st.integers(0, 3))):
+            event = span.events.add(time_unix_nano=draw(times), name=draw(texts))
+            event.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(attributes))
+        for _ in range(draw(st.integers(0, 2))):
+            link = span.links.add(trace_id=draw(ids), span_id=draw(ids))
+            link.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(attributes))
+    return request.SerializeToString() + b"".join(draw(unknown_fields))
+
+
+def sensible_body() -> bytes:
+    """A span both paths stored before too, always checked beside the random ones."""
+    from otlp_builders import SpanSpec, new_span_id, new_trace_id, request
+
+    return request(SpanSpec(new_trace_id(), new_span_id(), "ok", 0, 1)).SerializeToString()
+
+
+def stored_rows(store: Store, table: str) -> list[tuple[Any, ...]]:
+    columns = ", ".join(f"`{name}`" for name in OTEL_TRACES_COLUMNS)
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return list(value.items())
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return value
+
+    return sorted(
+        (tuple(plain(v) for v in row) for row in store.query(f"SELECT {columns} FROM {table}")), key=repr
+    )
+
+
+@pytest.fixture
+def tables(store: Store) -> Store:
+    for table in ("by_clickhouse", "by_python"):
+        store.command(f"CREATE TABLE {table} AS otel_traces")
+    return store
+
+
+@settings(max_examples=40, suppress_health_check=list(HealthCheck))
+@given(body=request_bodies())
+@example(body=sensible_body())
+def test_what_the_receiver_accepts_both_store_paths_store_alike(
+    tables: Store, tmp_path: Path, body: bytes
+) -> None:
+    store = tables
+    try:
+        request = parse_protobuf(body)
+    except OtlpDecodeError:
+        assume(False)
+        return
+    batch = canonicalize(request, LIMITS, now_ns=NOW)
+    assume(batch.accepted > 0)
+    record = request.SerializeToString()
+    for table in ("by_clickhouse", "by_python"):
+        store.command(f"TRUNCATE TABLE {table}")
+    segment = tmp_path / "segment.spool"
+    segment.write_bytes(encode_records([record]))
+    partitions = {"max_partitions_per_insert_block": LIMITS.partitions_per_insert()}
+    store.insert_select_file(
+        "by_clickhouse",
+        OTEL_TRACES_COLUMNS,
+        span_rows_select,
+        SPOOL_SOURCE,
+        segment,
+        settings={**format_settings(store.location), **partitions},
+    )
+    decoded = decode_request(parse_protobuf(record))
+    assert (len(decoded.rows), decoded.rejected) == (batch.accepted, 0)
+    store.insert_rows("by_python", OTEL_TRACES_COLUMNS, decoded.rows, settings=partitions)
+    by_clickhouse = stored_rows(store, "by_clickhouse")
+    assert len(by_clickhouse) == batch.accepted
+    assert by_clickhouse == stored_rows(store, "by_python")
