@@ -117,6 +117,8 @@ def fill(fd: int) -> None:
 
 
 def post(address: str, data: bytes) -> tuple[int, dict[str, str]]:
+    """POST an OTLP body; the status and the response headers, names lower-cased (HTTP names are
+    case-insensitive and servers differ in the case they send)."""
     host, port = address.rsplit(":", 1)
     connection = http.client.HTTPConnection(host, int(port), timeout=30)
     try:
@@ -125,7 +127,7 @@ def post(address: str, data: bytes) -> tuple[int, dict[str, str]]:
         )
         response = connection.getresponse()
         response.read()
-        return response.status, dict(response.getheaders())
+        return response.status, {name.lower(): value for name, value in response.getheaders()}
     finally:
         connection.close()
 
@@ -159,7 +161,7 @@ def test_disk_full_answers_503_and_unavailable_then_resumes(start_sidecar: Any, 
     big = body(trace, "refused", padding=64 * 1024)
     status, headers = post(sidecar.http.address, big)
     assert status == 503
-    assert int(headers["Retry-After"]) > 0
+    assert int(headers["retry-after"]) > 0
     assert grpc_code(sidecar.grpc.address, big) == grpc.StatusCode.UNAVAILABLE
     healthy, detail = sidecar.health()
     assert not healthy
