@@ -44,6 +44,7 @@ from agenttrail.evaluators.api import install_api
 from agenttrail.evaluators.cli_alerts import install_alerts  # also registers `agenttrail alerts`
 from agenttrail.evaluators.cli_offline import evaluate_command
 from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.console.install import install_console
 from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
 from agenttrail.evaluators.judges import ClientPool
@@ -81,6 +82,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
 
 
 SIDECAR_EXTENSIONS.append(install_evaluator)
+SIDECAR_EXTENSIONS.append(install_console)  # after the evaluator: it finds its worker
 EXTENSION_SECTIONS.update(
     ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
 )
