@@ -37,6 +37,7 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.console.install import install_console
 from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
 
@@ -98,6 +99,7 @@ def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
 SIDECAR_EXTENSIONS.insert(0, install_criteria)
 SIDECAR_EXTENSIONS.append(install_monitoring)
 SIDECAR_EXTENSIONS.append(install_evaluator)
+SIDECAR_EXTENSIONS.append(install_console)  # after the evaluator: it finds its worker
 EXTENSION_SECTIONS.update(
     ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
 )

@@ -166,39 +166,51 @@ class RunsPage:
     next_cursor: str | None  # older runs exist: the `before` of the next page
 
 
+# ClickHouse reads the other columns of only the rows an ORDER BY ... LIMIT keeps ("lazy
+# materialization"); its default stops at LIMIT 10.
+_LAZY = "SETTINGS query_plan_max_limit_for_lazy_materialization = 10000"
+_LATEST = """
+SELECT TraceId, RootSpanId, max(Version) FROM trajectories
+PREWHERE TraceId IN {traces:Array(String)} GROUP BY TraceId, RootSpanId
+"""
+
+
 def list_runs(store: Store, where: RunsFilter) -> RunsPage:
     """One page of runs, newest first (or, with `after`, the runs newer than the cursor).
 
-    Two steps keep it fast over millions of runs: the page's keys are chosen from the sort
-    columns alone, then only those rows are read with FINAL (the newest revision of each).
+    `trajectories` is sorted by trace id, so a FINAL read of the newest runs would merge the
+    whole table. Instead the page's candidate rows are taken by start time alone (reading only
+    the sort columns of every row), then checked against each run's latest version: a row that
+    a re-assembly replaced or deleted is dropped. When too many were dropped to fill the page,
+    one FINAL query answers instead.
     """
     clauses, params = where.where()
     ascending = bool(where.after)
     order = "ASC" if ascending else "DESC"
-    params["limit"] = where.limit + 1
-    # Over-fetch keys: rows replaced by a newer revision appear more than once before FINAL.
-    keys_sql = (
-        f"SELECT DISTINCT Start, TraceId, RootSpanId FROM trajectories WHERE {' AND '.join(clauses)} "
-        f"ORDER BY Start {order}, TraceId {order}, RootSpanId {order} LIMIT {{keys:UInt32}}"
+    sort = f"ORDER BY Start {order}, TraceId {order}, RootSpanId {order}"
+    params.update(limit=where.limit + 1, candidates=where.limit * 2 + 2)
+    conditions = " AND ".join(clauses)
+    rows = store.query(
+        f"SELECT {_RUN_COLUMNS}, Version FROM trajectories WHERE {conditions} {sort} "
+        f"LIMIT {{candidates:UInt32}} {_LAZY}",
+        params,
     )
-    params["keys"] = where.limit * 2 + 2
-    keys = store.query(keys_sql, params)
-    if not keys:
-        return RunsPage([], None)
-    params["traces"] = sorted({trace for _, trace, _ in keys})
-    sql = (
-        f"SELECT {_RUN_COLUMNS} FROM trajectories FINAL "
-        f"WHERE TraceId IN {{traces:Array(String)}} AND {' AND '.join(clauses)} "
-        f"ORDER BY Start {order}, TraceId {order}, RootSpanId {order} LIMIT {{limit:UInt32}}"
+    latest = (
+        {
+            (trace, root): int(version)
+            for trace, root, version in store.query(_LATEST, {"traces": sorted({row[0] for row in rows})})
+        }
+        if rows
+        else {}
     )
-    runs = [_run_row(row) for row in store.query(sql, params)]
-    if len(keys) == params["keys"] and len(runs) <= where.limit:
-        # Many stale revisions among the keys: fall back to one FINAL query.
-        sql = (
-            f"SELECT {_RUN_COLUMNS} FROM trajectories FINAL WHERE {' AND '.join(clauses)} "
-            f"ORDER BY Start {order}, TraceId {order}, RootSpanId {order} LIMIT {{limit:UInt32}}"
+    current = [row for row in rows if latest.get((row[0], row[1])) == int(row[-1])]
+    if len(current) <= where.limit and len(rows) == params["candidates"]:
+        current = store.query(
+            f"SELECT {_RUN_COLUMNS}, Version FROM trajectories FINAL WHERE {conditions} {sort} "
+            "LIMIT {limit:UInt32}",
+            params,
         )
-        runs = [_run_row(row) for row in store.query(sql, params)]
+    runs = [_run_row(row) for row in current[: where.limit + 1]]
     more = len(runs) > where.limit
     runs = runs[: where.limit]
     if ascending:
@@ -220,11 +232,11 @@ def score_badges(store: Store, runs: list[dict[str, Any]]) -> dict[tuple[str, st
 
 
 def filter_choices(store: Store) -> dict[str, list[str]]:
-    """Known agents, versions, tasks and tools for the filter form's suggestions (recent week)."""
+    """Agents, versions, tasks and tools of the latest 10,000 runs, as the filter form's suggestions."""
     rows = store.query(
         "SELECT groupUniqArray(100)(Agent), groupUniqArray(100)(AgentVersion), groupUniqArray(200)(Task), "
-        "groupUniqArrayArray(200)(ToolNames) FROM trajectories "
-        "WHERE Start >= now64(6) - toIntervalDay(7) AND IsDeleted = 0"
+        "groupUniqArrayArray(200)(ToolNames) FROM (SELECT Agent, AgentVersion, Task, ToolNames "
+        f"FROM trajectories WHERE IsDeleted = 0 ORDER BY Start DESC LIMIT 10000 {_LAZY})"
     )
     agents, versions, tasks, tools = rows[0] if rows else ([], [], [], [])
     return {

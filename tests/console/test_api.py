@@ -1,0 +1,46 @@
+"""`GET /api/v1/runs`: the Runs page's query as JSON lines on a real sidecar, for scripts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from agenttrail.collector.cli import SidecarApi
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+_COLUMNS = ("TraceId", "RootSpanId", "Agent", "AgentVersion", "Task", "Start", "LatencyS", "Failure",
+            "ToolNames", "ToolStatuses", "ToolCalls", "Revision", "AssembledAt", "Version",
+            "IsDeleted")  # fmt: skip
+
+
+def test_runs_route_pages_by_cursor_and_shows_latest_revisions(start_sidecar: Any) -> None:
+    """Newest first, filtered, paged with `before`; a re-assembled run appears once, as its latest
+    revision, and a deleted run not at all."""
+    sidecar = start_sidecar()
+    now = time.time()
+    rows = [
+        (f"{i:032x}", "00000000000000aa", "bot", "1", "faq", f"{now - i:.6f}", 0.1, i % 2, ["t"], ["ok"],
+         "[]", 1, f"{now:.6f}", 1, 0)
+        for i in range(1, 8)
+    ]  # fmt: skip
+    late = list(rows[1])
+    late[7], late[11], late[13] = 1 - late[7], 2, 2  # run 2 re-assembled: its status changed
+    deleted = list(rows[2])
+    deleted[13], deleted[14] = 2, 1  # run 3 deleted by re-assembly
+    assert sidecar.store is not None
+    sidecar.store.insert_rows("trajectories", _COLUMNS, [*rows, tuple(late), tuple(deleted)])
+    api = SidecarApi(f"http://{sidecar.http.address}")
+    first = api.get_lines("/api/v1/runs", {"limit": "3"})
+    assert [run["trace_id"] for run in first] == [f"{i:032x}" for i in (1, 2, 4)]
+    assert first[1]["revision"] == 2
+    assert first[1]["failure"] == 1  # the new revision failed; revision 1 had not
+    cursor = f"{first[-1]['start_us']}:{first[-1]['trace_id']}:{first[-1]['root_span_id']}"
+    rest = api.get_lines("/api/v1/runs", {"limit": "10", "before": cursor})
+    assert [run["trace_id"] for run in rest] == [f"{i:032x}" for i in (5, 6, 7)]
+    failed = api.get_lines("/api/v1/runs", {"status": "failed"})
+    assert [run["trace_id"] for run in failed] == [f"{i:032x}" for i in (1, 2, 5, 7)]
+    with pytest.raises(Exception, match="status must be one of ok, failed"):
+        api.get_lines("/api/v1/runs", {"status": "broken"})
