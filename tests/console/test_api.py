@@ -44,3 +44,31 @@ def test_runs_route_pages_by_cursor_and_shows_latest_revisions(start_sidecar: An
     assert [run["trace_id"] for run in failed] == [f"{i:032x}" for i in (1, 2, 5, 7)]
     with pytest.raises(Exception, match="status must be one of ok, failed"):
         api.get_lines("/api/v1/runs", {"status": "broken"})
+
+
+def test_serve_mounts_the_console_behind_its_token(start_sidecar: Any) -> None:
+    """The sidecar `serve` builds serves the console at /console on its HTTP port: refused without
+    the token or with a wrong one, the runs page (HTML) and its JSON with it."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    sidecar = start_sidecar(bearer_token="console-token")
+    base = f"http://{sidecar.http.address}/console"
+
+    def get(path: str, headers: dict[str, str]) -> tuple[int, str, str]:
+        request = urllib.request.Request(base + path, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.headers.get("content-type", ""), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.headers.get("content-type", ""), exc.read().decode()
+
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        assert get("/api/runs", headers)[0] == 401
+    code, content_type, body = get("/runs", {"Authorization": "Bearer console-token"})
+    assert (code, content_type.split(";")[0]) == (200, "text/html")
+    assert "<html" in body.lower()
+    code, _, body = get("/api/runs?limit=3", {"Authorization": "Bearer console-token"})
+    assert code == 200
+    assert json.loads(body)["runs"] == []  # an empty store: the page's query ran, nothing to show

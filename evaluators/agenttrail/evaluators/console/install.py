@@ -3,7 +3,6 @@ can mount ASGI apps) the pages at `/console`, behind the sidecar's bearer token.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from agenttrail.collector.sidecar import Sidecar
@@ -15,7 +14,6 @@ from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.route_store import lazy_store
 from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
 
-log = logging.getLogger(__name__)
 
 PREFIX = "/console"
 
@@ -28,10 +26,6 @@ def install_console(sidecar: Sidecar, config_file: str | None) -> None:
         return list_runs(store(), RunsFilter.from_params(params)).runs
 
     sidecar.add_read_route("/api/v1/runs", runs_route)
-    mount = getattr(sidecar, "mount_app", None)
-    if mount is None:  # a sidecar without an ASGI front: the read route only
-        log.info("this sidecar cannot mount ASGI apps: the console is not served")
-        return
     from agenttrail.evaluators.console.app import ConsoleSettings, create_app
 
     evaluator = EvaluatorConfig.from_file(config_file)
@@ -46,4 +40,4 @@ def install_console(sidecar: Sidecar, config_file: str | None) -> None:
         alert_rules=AlertsConfig.from_file(config_file).rules,
         on_references_changed=worker.wake if worker else None,
     )
-    mount(PREFIX, create_app(sidecar.new_store, settings))
+    sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings))
