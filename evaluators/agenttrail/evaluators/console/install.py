@@ -1,5 +1,5 @@
-"""The console's part of `agenttrail serve`: the `/api/v1/runs` read route and (where the sidecar
-can mount ASGI apps) the pages at `/console`, behind the sidecar's bearer token."""
+"""The console's part of `agenttrail serve`: the `/api/v1/runs` read route and the pages at
+`/console`, behind the sidecar's bearer token."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from agenttrail.evaluators.judge_worker import JudgeWorker
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.route_store import lazy_store
 from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
-
 
 PREFIX = "/console"
 
