@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 EMBEDDINGS_STAMP := $(VENV)/.embeddings
 DEPLOY_STAMP := $(VENV)/.deploy-tools
 
-.PHONY: demo test lint typecheck unit bench install embeddings clean proto test-deploy
+.PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy test-frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ $(DEPLOY_STAMP): tests/deploy/install-tools.sh | $(STAMP)
 
 test-deploy: $(STAMP) $(DEPLOY_STAMP)
 	$(BIN)/python -m pytest tests/deploy -q
+# Real agent frameworks sending spans to a real sidecar (tests/frameworks; `unit` runs them too).
+# Each framework gets a venv in .peers/frameworks/, built once with uv and reused while its pins hold.
+test-frameworks: $(STAMP)
+	$(BIN)/python -m pytest -q tests/frameworks
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
@@ -63,6 +67,22 @@ proto: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
+
+# The OpenTelemetry JS SDK as a real client (tests/peers): the pinned npm packages install once
+# into .peers/js/ (git-ignored) with the machine's node; reinstalled when the lock file changes.
+# `make unit` runs tests/peers/test_js_sdk.py too (it calls `make peers-js` when needed).
+PEERS_JS := .peers/js/node_modules/.installed
+
+$(PEERS_JS): tests/peers/js/package.json tests/peers/js/package-lock.json
+	mkdir -p .peers/js
+	cp tests/peers/js/package.json tests/peers/js/package-lock.json .peers/js/
+	cd .peers/js && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+peers-js: $(PEERS_JS)
+
+test-peers-js: $(STAMP) $(PEERS_JS)
+	$(BIN)/python -m pytest -q tests/peers/test_js_sdk.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

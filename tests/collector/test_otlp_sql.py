@@ -2,7 +2,7 @@
 
 The fast ingest path (`otlp_sql`) and the Python path (`otlp_decode.decode_request`) must
 agree on every column for any request, bad spans, odd values and repeated keys included, and
-`check_request` (what the receivers answer with) must agree with both on what was accepted.
+`canonicalize` (what the receivers answer with) must agree with both on what was accepted.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
+from agenttrail.collector.canonical import canonicalize
 from agenttrail.collector.errors import StoreError
 from agenttrail.collector.otlp_decode import (
     OTEL_TRACES_COLUMNS,
-    check_request,
     decode_request,
     format_double,
     json_string,
@@ -188,7 +188,8 @@ def test_clickhouse_decoding_stores_the_rows_python_renders(
     assert by_clickhouse == stored_rows(store, "spans_by_python")
     assert len(by_clickhouse) == len(python_rows)
     for request in batch:
-        checked, decoded = check_request(request), decode_request(request)
+        decoded = decode_request(request)
+        checked = canonicalize(ExportTraceServiceRequest.FromString(request.SerializeToString()))
         assert (checked.accepted, checked.rejected, checked.errors, checked.traces) == (
             len(decoded.rows),
             decoded.rejected,

@@ -285,11 +285,11 @@ def test_store_that_cannot_decode_protobuf_gets_python_rendered_spans(
     ) == [(2,)]
 
 
-def test_segment_clickhouse_refuses_is_stored_through_python(
+def test_corrupt_record_left_in_the_spool_is_quarantined_at_replay(
     start_sidecar: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A spool segment left by a crash with a record ClickHouse cannot read: replay falls back to
-    the Python decoder for that segment, which keeps the good records and skips the bad one."""
+    """A spool segment left by an earlier run with a record that is not protobuf: replay sets that
+    record aside in the quarantine (with the reason and a log line) and stores the others."""
     from agenttrail.collector.spool import Spool
 
     trace, root = new_trace_id(), new_span_id()
@@ -301,7 +301,11 @@ def test_segment_clickhouse_refuses_is_stored_through_python(
     sidecar = start_sidecar()
     assert sidecar.pipeline.clickhouse_decoding is True
     assert sidecar.pipeline.counters.replayed_segments == 1
-    assert "ClickHouse refused spool segment" in caplog.text
+    assert "quarantined record 1 of spool segment" in caplog.text
+    [entry] = sidecar.pipeline.quarantine.entries()
+    assert entry.record == 1
+    assert "undecodable" in entry.reason
+    assert sidecar.pipeline.counters.quarantined_records == 1
     assert sidecar.wait_until_assembled(30)
     [run] = runs_of(sidecar, trace)
     assert [c["name"] for c in run["tool_calls"]] == ["kept"]

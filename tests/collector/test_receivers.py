@@ -12,44 +12,9 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from otlp_builders import SpanSpec, agent_span, new_span_id, new_trace_id, request, tool_span
+from receiver_clients import grpc_export, post, stored_span_names
 
 from agenttrail.collector.schema import OTEL_TRACES
-
-
-def post(
-    address: str,
-    body: bytes,
-    content_type: str = "application/x-protobuf",
-    headers: dict[str, str] | None = None,
-    path: str = "/v1/traces",
-) -> tuple[int, dict[str, str], bytes]:
-    host, port = address.rsplit(":", 1)
-    connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        connection.request("POST", path, body=body, headers={"Content-Type": content_type, **(headers or {})})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
-
-
-def grpc_export(address: str, body: bytes, metadata: tuple[tuple[str, str], ...] = ()) -> bytes:
-    with grpc.insecure_channel(address) as channel:
-        call = channel.unary_unary(
-            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-            request_serializer=None,
-            response_deserializer=None,
-        )
-        result: bytes = call(body, timeout=30, metadata=metadata)
-        return result
-
-
-def stored_span_names(sidecar: Any, trace_id: str) -> list[str]:
-    assert sidecar.pipeline.flush(30)
-    rows = sidecar.store.query(
-        "SELECT SpanName FROM otel_traces WHERE TraceId = {t:String} ORDER BY SpanName", {"t": trace_id}
-    )
-    return [row[0] for row in rows]
 
 
 def mixed_request(trace: str) -> bytes:

@@ -178,7 +178,11 @@ def test_one_serve_per_store_and_reads_while_serving(
         "latency_ms",
         "span_id",
         "agent",
+        "call_id",
+        "input_captured",
+        "output_captured",
     }
+    assert lookup["input_captured"] is True  # arguments were on the span
     assert (lookup["name"], lookup["input"], lookup["status"], lookup["agent"]) == (
         "lookup",
         {"id": 7},

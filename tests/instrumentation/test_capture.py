@@ -24,7 +24,7 @@ from agenttrail.instrumentation._capture import (
     to_json,
     truncation_marker,
 )
-from agenttrail.instrumentation._scrubbing import ANY_HINT, ANY_HINT_WORDS
+from agenttrail.instrumentation._scrubbing import ANY_HINT, ANY_HINT_WORDS, KEY_HINT, KEY_HINT_WORDS
 from agenttrail.instrumentation.testing import CapturedSpans
 
 
@@ -367,3 +367,5 @@ def test_secret_hint_scan_finds_exactly_its_words(text: str) -> None:
     """The grouped pre-scan regex matches a text iff one of the hint words occurs in it."""
     words = re.compile("|".join(ANY_HINT_WORDS))
     assert bool(ANY_HINT.search(text)) == bool(words.search(text))
+    key_words = re.compile("|".join(KEY_HINT_WORDS))
+    assert [m.span() for m in KEY_HINT.finditer(text)] == [m.span() for m in key_words.finditer(text)]

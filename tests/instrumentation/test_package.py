@@ -7,7 +7,16 @@ from pathlib import Path
 import agenttrail.instrumentation as instrumentation
 from agenttrail.instrumentation import attributes
 
-HEAVY = ("clickhouse_connect", "chdb", "openai", "click", "yaml", "agenttrail.collector", "grpc")
+HEAVY = (
+    "clickhouse_connect",
+    "chdb",
+    "openai",
+    "click",
+    "yaml",
+    "agenttrail.collector",
+    "grpc",
+    "pydantic",
+)
 # Loaded by configure() or testing only, never by decorating.
 LAZY_PREFIXES = ("opentelemetry.exporter", "opentelemetry.sdk")
 
@@ -24,6 +33,32 @@ def test_import_does_not_pull_in_sidecar_or_exporter_modules() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == ""
+
+
+def test_capturing_dataclasses_and_exceptions_does_not_import_pydantic() -> None:
+    """Scrubbing recognises pydantic models by duck typing: a traced call never imports pydantic."""
+    code = (
+        "import dataclasses, sys\n"
+        "from agenttrail.instrumentation import tool\n"
+        "from agenttrail.instrumentation.testing import capture_spans\n"
+        "@dataclasses.dataclass\n"
+        "class Login:\n"
+        "    password: str\n"
+        "@tool\n"
+        "def login(value: Login, note: str) -> None:\n"
+        "    raise ValueError('password=hunter2')\n"
+        "with capture_spans() as captured:\n"
+        "    try:\n"
+        "        login(Login('x'), 'https://a:b@c Bearer a1b2c3 secret: s')\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "assert captured.spans, 'no span recorded'\n"
+        "print('pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False"
 
 
 def test_agenttrail_is_a_namespace_package() -> None:

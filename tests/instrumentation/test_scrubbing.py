@@ -173,6 +173,20 @@ def test_self_referencing_dataclass_does_not_break_capture() -> None:
     assert json.loads(rendered)["password"] == REDACTED
 
 
+def test_dataclass_with_an_unreadable_field_is_rendered_and_scrubbed() -> None:
+    """A dataclass whose field cannot be read renders as a placeholder; its siblings are still scrubbed."""
+
+    @dataclasses.dataclass
+    class Lazy:
+        ready: bool
+        cache: str = dataclasses.field(init=False)
+
+    decoded = json.loads(render({"lazy": Lazy(True), "password": "hunter2"})[0])
+    assert decoded["password"] == REDACTED
+    assert decoded["lazy"].startswith("<unrepresentable ")
+    assert decoded["lazy"].endswith("Lazy>")
+
+
 def test_scrubbed_attribute_names_what_was_scrubbed() -> None:
     """agenttrail.scrubbed lists each attribute with the path or kind of secret that was removed."""
     _, attrs = render({"auth": {"password": "x"}, "note": "Bearer a1b2c3d4 and api_key=zz9"})

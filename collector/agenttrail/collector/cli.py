@@ -1,4 +1,4 @@
-"""`agenttrail` command line: serve, trajectories, demo.
+"""`agenttrail` command line: serve, trajectories, spool, demo.
 
 Read commands work while `serve` holds the embedded store: they find the running sidecar
 through the store's lock file and ask its HTTP API instead of opening the directory.
@@ -336,6 +336,121 @@ def trajectories(
             trajectory_summary(run["tool_calls"]),
         ),
     )
+
+
+# -- agenttrail spool: the quarantine ---------------------------------------------------------
+
+
+def _quarantine(options: dict[str, Any], config_file: str | None, spool_dir: str | None) -> Any:
+    from pathlib import Path
+
+    from agenttrail.collector.quarantine import Quarantine
+
+    if spool_dir is None:
+        config = config_from({key: value for key, value in options.items() if value is not None}, config_file)
+        try:
+            spool_dir = str(Sidecar(config).spool_dir())
+        except AgentTrailError as exc:
+            raise click.ClickException(str(exc)) from exc
+    return Quarantine(Path(spool_dir))
+
+
+def _spool_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--spool-dir",
+        default=None,
+        envvar="AGENTTRAIL_SPOOL_DIR",
+        help="Spool directory (default: <store>/spool, as `serve` uses).",
+    )(function)
+
+
+@cli.group()
+def spool() -> None:
+    """Records the store refused even alone, set aside in <spool>/quarantine/ with the reason."""
+
+
+@spool.command("list")
+@store_options
+@_spool_dir_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def spool_list(config_file: str | None, spool_dir: str | None, fmt: str, **options: Any) -> None:
+    """List quarantined records: id, when, size, reason."""
+    quarantine = _quarantine(options, config_file, spool_dir)
+    entries = quarantine.entries()
+    if fmt == "json":
+        for entry in entries:
+            click.echo(json.dumps(entry.to_dict()))
+        return
+    if not entries:
+        click.echo(f"no quarantined records in {quarantine.directory}", err=True)
+        return
+    rows = [
+        (
+            entry.id,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(entry.quarantined_at)),
+            entry.bytes,
+            entry.reason if len(entry.reason) <= 90 else entry.reason[:89] + "…",
+        )
+        for entry in entries
+    ]
+    click.echo(format_table(["id", "quarantined (UTC)", "bytes", "reason"], rows))
+
+
+@spool.command("show")
+@store_options
+@_spool_dir_option
+@click.argument("entry_id")
+def spool_show(config_file: str | None, spool_dir: str | None, entry_id: str, **options: Any) -> None:
+    """Show one quarantined entry: why, and the spans it holds."""
+    from agenttrail.collector.otlp_decode import OtlpDecodeError, parse_protobuf
+    from agenttrail.collector.spool import Spool
+
+    quarantine = _quarantine(options, config_file, spool_dir)
+    try:
+        path = quarantine.path(entry_id)
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0])) from exc
+    [entry] = [item for item in quarantine.entries() if item.id == entry_id]
+    click.echo(json.dumps(entry.to_dict(), indent=1))
+    for index, record in enumerate(Spool.read(path)):
+        try:
+            request = parse_protobuf(record)
+        except OtlpDecodeError as exc:
+            click.echo(f"record {index}: {len(record)} bytes, undecodable: {exc}")
+            continue
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    click.echo(
+                        f"record {index}: trace {span.trace_id.hex()} span {span.span_id.hex()} "
+                        f"{span.name[:60]!r} start {span.start_time_unix_nano} end {span.end_time_unix_nano}"
+                    )
+
+
+@spool.command("requeue")
+@store_options
+@_spool_dir_option
+@click.argument("entry_ids", nargs=-1)
+@click.option("--all", "requeue_all", is_flag=True, help="Re-queue every quarantined entry.")
+def spool_requeue(
+    config_file: str | None,
+    spool_dir: str | None,
+    entry_ids: tuple[str, ...],
+    requeue_all: bool,
+    **options: Any,
+) -> None:
+    """Put quarantined entries back into the spool once their cause is fixed: a running `serve`
+    stores them within a second, otherwise the next start does."""
+    quarantine = _quarantine(options, config_file, spool_dir)
+    ids = [entry.id for entry in quarantine.entries()] if requeue_all else list(entry_ids)
+    if not ids:
+        raise click.UsageError("give entry ids (see `agenttrail spool list`) or --all")
+    for entry_id in ids:
+        try:
+            target = quarantine.requeue(entry_id)
+        except KeyError as exc:
+            raise click.ClickException(str(exc.args[0])) from exc
+        click.echo(f"re-queued {entry_id} as {target.name}")
 
 
 def trajectory_summary(calls: Sequence[dict[str, Any]], width: int = 70) -> str:

@@ -103,6 +103,29 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_spans_days", 0, _days, "days to keep raw spans (otel_traces); 0 keeps them for ever"),
     Setting("retention_trajectories_days", 0, _days, "days to keep trajectories; 0 keeps them for ever"),
     Setting("retention_scores_days", 0, _days, "days to keep scores and decisions; 0 keeps them for ever"),
+    Setting("health_auth", False, _bool, "require the bearer token on /livez, /readyz and /healthz too"),
+    Setting(
+        "max_inflight_bytes",
+        32 * 1024 * 1024,
+        _positive_int,
+        "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
+    ),
+    Setting("http_max_connections", 1024, _positive_int, "open HTTP connections before refusing (503)"),
+    Setting("http_header_timeout_s", 10.0, _positive_float, "seconds a client has to send a request head"),
+    Setting("http_body_timeout_s", 30.0, _positive_float, "seconds a client has to send a request body"),
+    Setting("http_keepalive_timeout_s", 30.0, _positive_float, "seconds an idle keep-alive connection stays"),
+    Setting(
+        "span_max_age_days",
+        3650.0,
+        _positive_float,
+        "spans that started longer ago than this are rejected (partial_success names them)",
+    ),
+    Setting(
+        "span_max_future_s",
+        86_400.0,
+        _positive_float,
+        "spans that start further ahead of the collector's clock are rejected",
+    ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
@@ -127,6 +150,14 @@ class SidecarConfig:
     retention_spans_days: int = 0
     retention_trajectories_days: int = 0
     retention_scores_days: int = 0
+    health_auth: bool = False
+    max_inflight_bytes: int = 32 * 1024 * 1024
+    http_max_connections: int = 1024
+    http_header_timeout_s: float = 10.0
+    http_body_timeout_s: float = 30.0
+    http_keepalive_timeout_s: float = 30.0
+    span_max_age_days: float = 3650.0
+    span_max_future_s: float = 86_400.0
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):

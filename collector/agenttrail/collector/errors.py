@@ -5,7 +5,8 @@ AgentTrailError
 ├── StoreError             ClickHouse refused or failed a statement
 │   ├── StoreUnavailable   ClickHouse cannot be reached (down, wrong URL, network)
 │   └── StoreLocked        the embedded store's directory is held by another process
-└── OverloadedError        the collector's ingest queue is full; the client should retry
+├── OverloadedError        the collector's ingest queue is full; the client should retry
+└── SpoolError             the spool cannot be written (disk full, read-only, I/O error)
 """
 
 from __future__ import annotations
@@ -38,3 +39,7 @@ class OverloadedError(AgentTrailError):
         super().__init__(message)
         self.retry_after_s = retry_after_s
         self.store_down = store_down
+
+
+class SpoolError(AgentTrailError):
+    """A spool write failed (disk full, read-only, I/O error); nothing of that record was kept."""

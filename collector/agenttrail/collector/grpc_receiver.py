@@ -3,7 +3,10 @@
 The handler takes the raw request bytes (no deserializer) so a body that does not parse is
 answered INVALID_ARGUMENT with a message, rather than the INTERNAL that a failing gRPC
 deserializer would produce. Overload and store outages are UNAVAILABLE, which standard OTLP
-exporters retry.
+exporters retry. A request's bytes count against the in-flight budget shared with the HTTP
+receiver while it is decoded and spooled (gRPC hands the handler the whole message, so the
+check comes after receiving it; `maximum_concurrent_rpcs` bounds how many are received at once).
+Any other failure is INTERNAL with a message and a log line, never a dropped call.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import grpc
 
 from agenttrail.collector.auth import bearer_ok
 from agenttrail.collector.errors import ConfigError, OverloadedError
+from agenttrail.collector.inflight import RETRY_AFTER_S, InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.otlp_decode import FORMAT_PROTOBUF, OtlpDecodeError
 
@@ -37,11 +41,14 @@ class GrpcReceiver:
         tls_key: bytes | None = None,
         workers: int = 8,
         extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = (),
+        limiter: InFlightBytes | None = None,
     ) -> None:
         self._pipeline = pipeline
         self._token = bearer_token
+        self.limiter = limiter or InFlightBytes(max_body_bytes)
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agenttrail-grpc"),
+            maximum_concurrent_rpcs=4 * workers,
             options=[
                 ("grpc.max_receive_message_length", max_body_bytes),
                 ("grpc.max_send_message_length", 4 * 1024 * 1024),
@@ -84,6 +91,13 @@ class GrpcReceiver:
     def _export(self, request: bytes, context: Any) -> bytes:
         if not self.authorized(context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        size = len(request)
+        if not self.limiter.try_acquire(size):
+            context.set_trailing_metadata((("retry-after", str(RETRY_AFTER_S)),))
+            context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"the collector has {self.limiter.budget} bytes of requests in flight; retry later",
+            )
         try:
             batch = self._pipeline.accept(request, FORMAT_PROTOBUF)
         except OtlpDecodeError as exc:
@@ -91,4 +105,9 @@ class GrpcReceiver:
         except OverloadedError as exc:
             context.set_trailing_metadata((("retry-after", str(exc.retry_after_s)),))
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except Exception as exc:
+            log.exception("OTLP/gRPC export failed unexpectedly")
+            context.abort(grpc.StatusCode.INTERNAL, f"the collector failed on this request: {exc}")
+        finally:
+            self.limiter.release(size)
         return bytes(batch.export_response().SerializeToString())

@@ -1,17 +1,26 @@
 """From an accepted request to stored spans: check, spool, batch, insert, announce.
 
-Receivers call `IngestPipeline.accept` on their own threads; it parses the request and checks
-its spans (bad spans are counted, not raised), refuses when the queue is full, and spools the
-body (the durable acknowledgement). One writer thread cuts batches of up to `batch_max_rows`
+Receivers call `IngestPipeline.accept` on their own threads; it parses the request, checks and
+normalises its spans (`canonical`: bad spans are removed and reported, not raised), refuses
+when the queue is full or the spool cannot be written, and spools the canonical record (the
+durable acknowledgement). One writer thread cuts batches of up to `batch_max_rows`
 spans or `flush_interval_s` seconds: it seals the spool segment and has ClickHouse decode and
 insert it in one statement (`otlp_sql`), records the traces' arrival (what assembly resumes
 from after a restart) and tells the assembler. A store that cannot decode protobuf, or a
 segment it refuses, gets rows rendered in Python instead (`otlp_decode.decode_request`).
+
+A segment the store refuses on both paths is retried a few times (a refusal can be passing,
+e.g. too many parts), then stored record by record; a record refused even alone goes to the
+quarantine (`quarantine`) with the reason, and the writer goes on. Only an unreachable store
+holds everything back (and makes the receivers answer 503 once the queue is full).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -19,20 +28,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agenttrail.collector.errors import OverloadedError, StoreError, StoreLocked, StoreUnavailable
+from agenttrail.collector.canonical import STORABLE, SpanLimits, canonicalize
+from agenttrail.collector.errors import (
+    OverloadedError,
+    SpoolError,
+    StoreError,
+    StoreLocked,
+    StoreUnavailable,
+)
 from agenttrail.collector.otlp_decode import (
     FORMAT_JSON,
     FORMAT_PROTOBUF,
     OTEL_TRACES_COLUMNS,
     DecodedBatch,
     OtlpDecodeError,
-    check_request,
     decode_protobuf,
     parse_json,
     parse_protobuf,
 )
 from agenttrail.collector.otlp_sql import SPOOL_SOURCE, format_settings, span_rows_select
-from agenttrail.collector.spool import Spool
+from agenttrail.collector.quarantine import Quarantine
+from agenttrail.collector.spool import Spool, encode_records
 from agenttrail.collector.store import Store
 
 log = logging.getLogger(__name__)
@@ -50,9 +66,19 @@ class IngestCounters:
     accepted_spans: int = 0
     rejected_spans: int = 0
     refused_requests: int = 0
+    normalized_spans: int = 0
     stored_spans: int = 0
     store_failures: int = 0
     replayed_segments: int = 0
+    quarantined_records: int = 0
+    quarantined_spans: int = 0  # of accepted spans: stored_spans + quarantined_spans = accepted
+    spool_write_errors: int = 0
+
+
+# How often a segment the store refuses (on both paths) is tried whole before it is split.
+REFUSED_TRIES = 3
+# Retry-After for a spool that cannot be written: freeing disk space takes an operator.
+SPOOL_RETRY_AFTER_S = 10
 
 
 class IngestPipeline:
@@ -67,10 +93,21 @@ class IngestPipeline:
         spool_fsync: bool = False,
         on_stored: ArrivalListener | None = None,
         clickhouse_decoding: bool = True,
+        limits: SpanLimits | None = None,
+        refused_tries: int = REFUSED_TRIES,
     ) -> None:
         self._store = store
-        self._format_settings = format_settings(store.location)
+        self.limits = limits or SpanLimits()
+        # The clock window bounds the day partitions one insert touches; ClickHouse's default
+        # guard (100) would refuse a batch of old replayed data or a client with a broken clock.
+        partitions: dict[str, str | int] = {
+            "max_partitions_per_insert_block": self.limits.partitions_per_insert()
+        }
+        self._insert_settings = partitions
+        self._format_settings = {**format_settings(store.location), **partitions}
         self._spool = Spool(spool_dir, fsync=spool_fsync)
+        self.quarantine = Quarantine(spool_dir)
+        self._refused_tries = refused_tries
         # Whether ClickHouse decodes spool segments: asked for, and the store can.
         self.clickhouse_decoding = clickhouse_decoding and self._store_can_decode()
         self._batch_max_rows = batch_max_rows
@@ -84,6 +121,9 @@ class IngestPipeline:
         self._in_flight_rows = 0  # taken by the writer, not yet stored
         self._stopping = False
         self._store_down = False
+        self._store_error = ""
+        self._refusing = ""  # the store refuses the segment being stored: why
+        self._disk_error = ""  # the last spool write failed (cleared by the next that works)
         self._last_arrival = 0.0
         self._thread: threading.Thread | None = None
         self.counters = IngestCounters()
@@ -96,12 +136,11 @@ class IngestPipeline:
         Returns the check so the receiver can report rejected spans.
         """
         request = parse_json(body) if body_format == FORMAT_JSON else parse_protobuf(body)
-        batch = check_request(request)
+        batch = canonicalize(request, self.limits)
         self.counters.rejected_spans += batch.rejected
         if not batch.accepted:
             return batch
-        if body_format == FORMAT_JSON:
-            body = request.SerializeToString()  # the spool holds protobuf only
+        record = request.SerializeToString()  # what was checked, never the client's bytes
         with self._cond:
             queued = self._pending_rows + self._in_flight_rows
             if queued + batch.accepted > self._max_queue_rows and queued > 0:
@@ -115,12 +154,28 @@ class IngestPipeline:
                 )
             if self._stopping:
                 raise OverloadedError("the collector is shutting down", retry_after_s=5, store_down=False)
-            self._spool.append(body)
+            try:
+                self._spool.append(record)
+            except SpoolError as exc:
+                self.counters.refused_requests += 1
+                self.counters.spool_write_errors += 1
+                if not self._disk_error:
+                    log.error("refusing requests: %s", exc)
+                self._disk_error = str(exc)
+                raise OverloadedError(
+                    f"the collector cannot write its spool ({exc}); retry later",
+                    retry_after_s=SPOOL_RETRY_AFTER_S,
+                    store_down=True,
+                ) from exc
+            if self._disk_error:
+                log.info("the spool is writable again")
+                self._disk_error = ""
             if not self._pending:
                 self._first_pending_at = time.monotonic()
             self._pending.append(batch)
             self._pending_rows += batch.accepted
             self.counters.accepted_spans += batch.accepted
+            self.counters.normalized_spans += batch.normalized
             if self._pending_rows >= self._batch_max_rows:
                 self._cond.notify_all()
         return batch
@@ -134,24 +189,76 @@ class IngestPipeline:
         with self._cond:
             return self._pending_rows + self._in_flight_rows
 
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether this pipeline can take and store requests now, and what stands in the way.
+
+        Ready means: the store is reachable, the spool is writable and the writer runs. A
+        segment the store refuses, or quarantined records, are reported but do not make the
+        collector unready: they hold back nothing else.
+        """
+        try:
+            free: int | None = shutil.disk_usage(self._spool.directory).free
+        except OSError:
+            free = None
+        entries = self.quarantine.entries()
+        detail: dict[str, Any] = {
+            "store": "unreachable" if self._store_down else "ok",
+            "store_error": self._store_error if self._store_down else None,
+            "refusing": self._refusing or None,
+            "backlog": {"queued_spans": self.queued_rows, "spool_segments": len(self._spool.segments())},
+            "quarantine": {
+                "records": len(entries),
+                "quarantined_since_start": self.counters.quarantined_records,
+                "last_reason": entries[-1].reason if entries else None,
+            },
+            "disk": {"ok": not self._disk_error, "error": self._disk_error or None, "free_bytes": free},
+            "writer": "running" if self.alive() else "stopped",
+        }
+        return (not self._store_down and not self._disk_error and self.alive()), detail
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def replay(self) -> int:
-        """Store what earlier runs acknowledged but did not store. Run before `start`."""
+        """Store what earlier runs acknowledged but did not store. Run before `start`.
+
+        Each segment is read, its records re-checked and re-serialised (segments written by
+        older versions hold client bytes), unreadable records quarantined, then stored like a
+        live batch. Raises StoreUnavailable when the store cannot be reached.
+        """
         replayed = 0
         for segment in self._spool.segments():
-            batch = DecodedBatch()
-            for record in Spool.read(segment):
-                try:
-                    batch.extend(check_request(parse_protobuf(record)))
-                except OtlpDecodeError:
-                    log.exception("skipping an undecodable record in spool segment %s", segment)
-            self._store_batch(segment, batch, retry=False)
+            self._store_leftover(segment)
             replayed += 1
         self.counters.replayed_segments += replayed
         if replayed:
             log.info("replayed %d spool segment(s) left by an earlier run", replayed)
         return replayed
+
+    def _store_leftover(self, segment: Path, *, retry: bool = False) -> bool:
+        """Store a segment this process did not write (an earlier run's, or a re-queued one)."""
+        try:
+            records = Spool.read(segment)
+        except OSError as exc:
+            self._quarantine_segment(segment, f"cannot read the segment: {exc}")
+            return True
+        batch = DecodedBatch()
+        kept: list[bytes] = []
+        for index, record in enumerate(records):
+            try:
+                request = parse_protobuf(record)
+            except OtlpDecodeError as exc:
+                self._quarantine_record(record, segment, index, f"undecodable: {exc}")
+                continue
+            checked = canonicalize(request, STORABLE)
+            if checked.accepted:
+                kept.append(request.SerializeToString())
+                batch.extend(checked)
+        if encode_records(kept) != segment.read_bytes():
+            Spool.rewrite(segment, kept)
+        if not kept:
+            Spool.remove(segment)
+            return True
+        return self._store_batch(segment, batch, retry=retry)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_writer, name="agenttrail-writer", daemon=True)
@@ -187,7 +294,7 @@ class IngestPipeline:
 
     # -- writer side ---------------------------------------------------------------------
 
-    def _take_batch(self) -> tuple[Path | None, DecodedBatch] | None:
+    def _take_batch(self) -> tuple[Path | None, DecodedBatch | None] | None:
         with self._cond:
             while True:
                 if self._pending:
@@ -201,6 +308,12 @@ class IngestPipeline:
                     return None
                 else:
                     self._cond.wait(0.5)
+                    if not self._pending and not self._stopping:
+                        # Idle: a segment on disk now is a re-queued one (ours are removed once
+                        # stored, and no new one is open).
+                        leftovers = [p for p in self._spool.segments() if p != self._spool.active]
+                        if leftovers:
+                            return leftovers[0], None
             taken, self._pending = self._pending, []
             self._in_flight_rows, self._pending_rows = self._pending_rows, 0
             segment = self._spool.seal()
@@ -216,6 +329,14 @@ class IngestPipeline:
             if item is None:
                 return
             segment, batch = item
+            if batch is None:
+                assert segment is not None
+                try:
+                    self._store_leftover(segment, retry=True)
+                except Exception:
+                    log.exception("cannot store re-queued segment %s; it stays in the spool", segment)
+                    time.sleep(1)
+                continue
             stored = self._store_batch(segment, batch, retry=True)
             with self._cond:
                 self._in_flight_rows = 0
@@ -224,27 +345,59 @@ class IngestPipeline:
                 return  # stopping while the store is down: the segment stays for replay
 
     def _store_batch(self, segment: Path | None, batch: DecodedBatch, *, retry: bool) -> bool:
-        """Insert one batch; with `retry`, keep trying (backing off) until it is stored or we stop."""
+        """Insert one batch. An unreachable store is retried (backing off) until it is back or
+        we stop (`retry`), or raised (`retry=False`, replay at start-up); a refusal is retried
+        `refused_tries` times, then the segment is stored record by record."""
         delay = 0.2
+        refusals = 0
+        quarantined_before = self.counters.quarantined_spans
         while True:
             try:
-                arrived_at = self._insert(segment, batch)
+                if refusals >= self._refused_tries and segment is not None:
+                    arrived_at = self._insert_isolated(segment, batch)
+                else:
+                    arrived_at = self._insert(segment, batch)
                 break
-            except StoreError as exc:
+            except (StoreUnavailable, StoreLocked) as exc:
                 self.counters.store_failures += 1
                 if not self._store_down:
-                    log.error("cannot store spans, will retry (they are spooled): %s", exc)
+                    log.error("cannot reach the span store, will retry (spans are spooled): %s", exc)
                 self._store_down = True
-                if not retry or self._stopping:
-                    if not retry:
-                        raise
+                self._store_error = str(exc)[:500]
+                if not retry:
+                    raise
+                if self._stopping:
                     return False
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            except StoreError as exc:
+                self.counters.store_failures += 1
+                refusals += 1
+                name = segment.name if segment is not None else "(arrivals)"
+                self._refusing = f"{name}: {str(exc)[:300]} (try {refusals} of {self._refused_tries})"
+                log.warning(
+                    "the store refused spool segment %s on both paths (try %d of %d): %s",
+                    name,
+                    refusals,
+                    self._refused_tries,
+                    str(exc)[:300],
+                )
+                if self._stopping and retry:
+                    return False
+                if segment is None and refusals >= self._refused_tries:
+                    log.error("giving up on storing trace arrivals after %d tries: %s", refusals, exc)
+                    arrived_at = time.time()
+                    break
+            except OSError as exc:
+                # Setting a refused record aside failed (disk full?): keep the segment, retry.
+                log.error("cannot quarantine records of spool segment %s, will retry: %s", segment, exc)
+                if self._stopping or not retry:
+                    return False
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
         if self._store_down:
             log.info("span store is reachable again")
         self._store_down = False
-        self.counters.stored_spans += batch.accepted
+        self._refusing = ""
+        self.counters.stored_spans += batch.accepted - (self.counters.quarantined_spans - quarantined_before)
         if segment is not None:
             Spool.remove(segment)
         if self._on_stored is not None and batch.traces:
@@ -253,6 +406,36 @@ class IngestPipeline:
             except Exception:
                 log.exception("arrival listener failed")
         return True
+
+    def _insert_isolated(self, segment: Path, batch: DecodedBatch) -> float:
+        """Store a refused segment's records one by one; quarantine those refused even alone.
+
+        Each record has its own deduplication token, so a retry after an outage half-way
+        stores nothing twice. Raises StoreUnavailable (retried by the caller) and OSError
+        when a record cannot be set aside (the segment stays)."""
+        records = Spool.read(segment)
+        log.warning("storing the %d records of spool segment %s one by one", len(records), segment.name)
+        with tempfile.TemporaryDirectory(dir=self._spool.directory, prefix="isolate-") as tmp:
+            single = Path(tmp) / "record.spool"
+            for index, record in enumerate(records):
+                single.write_bytes(encode_records([record]))
+                try:
+                    self._insert_spans(single, f"{segment.name}:{index}")
+                except (StoreUnavailable, StoreLocked):
+                    raise
+                except StoreError as exc:
+                    self._quarantine_record(record, segment, index, f"refused by the store: {exc}")
+        return self._insert_arrivals(segment.name, batch)
+
+    def _quarantine_record(self, record: bytes, segment: Path, index: int, reason: str) -> None:
+        self.quarantine.add_record(record, segment=segment, index=index, reason=reason)
+        self.counters.quarantined_records += 1
+        with contextlib.suppress(OtlpDecodeError):
+            self.counters.quarantined_spans += canonicalize(parse_protobuf(record), STORABLE).accepted
+
+    def _quarantine_segment(self, segment: Path, reason: str) -> None:
+        self.quarantine.add_segment(segment, reason)
+        self.counters.quarantined_records += 1
 
     def _store_can_decode(self) -> bool:
         """Whether the store decodes a (here empty) spool segment; older servers cannot."""
@@ -301,15 +484,20 @@ class IngestPipeline:
         for record in Spool.read(segment):
             try:
                 rows.extend(decode_protobuf(record).rows)
-            except OtlpDecodeError:
-                log.exception("skipping an undecodable record in spool segment %s", segment)
+            except OtlpDecodeError as exc:
+                raise StoreError(f"a record of spool segment {segment.name} is undecodable: {exc}") from exc
         if rows:
-            self._store.insert_rows("otel_traces", OTEL_TRACES_COLUMNS, rows, dedup_token=token)
+            self._store.insert_rows(
+                "otel_traces", OTEL_TRACES_COLUMNS, rows, dedup_token=token, settings=self._insert_settings
+            )
 
     def _insert(self, segment: Path | None, batch: DecodedBatch) -> float:
         token = segment.name if segment is not None else None
         if segment is not None and batch.accepted:
             self._insert_spans(segment, token)
+        return self._insert_arrivals(token, batch)
+
+    def _insert_arrivals(self, token: str | None, batch: DecodedBatch) -> float:
         # Arrival times strictly increase, so "assembled through" comparisons are exact.
         arrived_at = max(time.time(), self._last_arrival + 1e-6)
         self._last_arrival = arrived_at

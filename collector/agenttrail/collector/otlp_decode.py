@@ -1,7 +1,7 @@
 """Read OTLP trace requests (protobuf or JSON): check their spans, or decode them into rows.
 
-Two roles. `check_request` is the ingest hot path: it validates every span and notes each
-trace (and whether an agent-run span came with it) without rendering anything, because the
+Parsing (`parse_protobuf`, `parse_json`) and the span rules (`span_problem`) serve the ingest
+check (`canonical.canonicalize`), which notes each trace without rendering anything, because the
 span rows themselves are decoded by ClickHouse (`otlp_sql`). `decode_request` renders the
 same `otel_traces` rows in Python: the path for stores that cannot decode protobuf, and the
 reference the ClickHouse decoding is tested against. Values are rendered the way the
@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -30,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from agenttrail.collector.otlp_depth import truncate_deep_json, truncate_deep_values
 from agenttrail.instrumentation import attributes as attr
 
 OTEL_TRACES_COLUMNS: tuple[str, ...] = (
@@ -77,7 +79,7 @@ class OtlpDecodeError(ValueError):
 class DecodedBatch:
     """What one request (or several) holds: good spans, their traces, what was rejected and why.
 
-    `rows` is filled only by `decode_request`; `check_request` counts and notes without rendering.
+    `rows` is filled only by `decode_request`; `canonicalize` counts and notes without rendering.
     """
 
     accepted: int = 0
@@ -86,6 +88,7 @@ class DecodedBatch:
     traces: dict[str, bool] = field(default_factory=dict)
     rejected: int = 0
     errors: list[str] = field(default_factory=list)
+    normalized: int = 0  # accepted spans whose values were cut or clamped (canonical.NORMALIZED)
 
     def reject(self, message: str) -> None:
         self.rejected += 1
@@ -121,6 +124,7 @@ class DecodedBatch:
         for trace_id, has_agent in other.traces.items():
             self.traces[trace_id] = self.traces.get(trace_id, False) or has_agent
         self.rejected += other.rejected
+        self.normalized += other.normalized
         self.errors.extend(other.errors[: max(0, _MAX_ERROR_MESSAGES - len(self.errors))])
 
 
@@ -225,11 +229,22 @@ def attributes_to_map(key_values: Iterable[Any]) -> dict[str, str]:
 
 
 def parse_protobuf(body: bytes) -> ExportTraceServiceRequest:
-    """Parse a binary OTLP ExportTraceServiceRequest (strings must be valid UTF-8)."""
+    """Parse a binary OTLP ExportTraceServiceRequest (strings must be valid UTF-8). A body the
+    parser refuses for attribute values nested too deep is parsed with those values cut."""
     try:
         return ExportTraceServiceRequest.FromString(body)
     except DecodeError as exc:
-        raise OtlpDecodeError(f"body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}") from exc
+        error = exc
+    cut = truncate_deep_values(body)
+    if cut is not None:
+        try:
+            return ExportTraceServiceRequest.FromString(cut)
+        except DecodeError:
+            pass
+    raise OtlpDecodeError(
+        f"body is not a valid OTLP protobuf ExportTraceServiceRequest: {error} "
+        "(check that it is not truncated, compressed without a Content-Encoding, or nested too deep)"
+    ) from error
 
 
 def parse_json(body: bytes) -> ExportTraceServiceRequest:
@@ -238,13 +253,18 @@ def parse_json(body: bytes) -> ExportTraceServiceRequest:
         document = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise OtlpDecodeError(f"body is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise OtlpDecodeError("body is JSON nested too deep to read (OTLP needs a few dozen)") from None
     if not isinstance(document, dict):
         raise OtlpDecodeError("body must be a JSON object with a 'resourceSpans' list")
     _hex_ids_to_base64(document)
+    truncate_deep_json(document)
     try:
         return json_format.ParseDict(document, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, ValueError) as exc:
         raise OtlpDecodeError(f"body is not an OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    except RecursionError:
+        raise OtlpDecodeError("body is an OTLP/JSON document nested too deep to read") from None
 
 
 def decode_protobuf(body: bytes) -> DecodedBatch:
@@ -288,60 +308,49 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
     return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
-_ZERO_TRACE_ID = bytes(16)
-_ZERO_SPAN_ID = bytes(8)
+# DateTime64(9) holds Int64 nanoseconds: 2262-04-11T23:47:16.854775807 is its last instant, and
+# a start time at or past 2^63 would wrap negative where ClickHouse reads it as Int64.
+MAX_TIMESTAMP_NS = 2**63 - 1
 
 
-def _span_problem(span: Any) -> str | None:
+def _when(nanos: int) -> str:
+    if 0 < nanos <= MAX_TIMESTAMP_NS:
+        return datetime.fromtimestamp(nanos // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{nanos} ns"
+
+
+def span_problem(span: Any, first: int = 1, last: int = MAX_TIMESTAMP_NS) -> str | None:
+    """Why a span cannot be stored, or None; `first`/`last` bound its start time (ns). The
+    defaults are what the columns hold; the receiver narrows them to a window around its clock."""
     trace_id = span.trace_id
-    if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
+    if len(trace_id) != 16 or not any(trace_id):
         return "trace_id must be 16 bytes (32 hex characters) and not all zero"
     span_id = span.span_id
-    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+    if len(span_id) != 8 or not any(span_id):
         return "span_id must be 8 bytes (16 hex characters) and not all zero"
     if len(span.parent_span_id) not in (0, 8):
         return "parent_span_id must be empty or 8 bytes (16 hex characters)"
     if not span.name:
         return "name is missing"
-    if span.start_time_unix_nano == 0:
+    start = span.start_time_unix_nano
+    if start == 0:
         return "start_time_unix_nano is missing"
-    if span.end_time_unix_nano < span.start_time_unix_nano:
+    end = span.end_time_unix_nano
+    if end < start:
         return "end_time_unix_nano is before start_time_unix_nano"
+    if start < first or start > last:
+        return (
+            f"start_time_unix_nano {_when(start)} is outside the accepted window "
+            f"{_when(first)} .. {_when(last)}; check the client's clock"
+        )
+    if end > last:
+        return f"end_time_unix_nano {_when(end)} is past the accepted window's end {_when(last)}"
     return None
 
 
-def _is_agent(operation: str | None, span_kind: str | None) -> bool:
+def is_agent_span(operation: str | None, span_kind: str | None) -> bool:
     """Whether a span's rendered operation / OpenInference kind make it an agent-run span."""
     return operation == attr.OPERATION_INVOKE_AGENT or span_kind == "AGENT"
-
-
-def check_request(request: Any) -> DecodedBatch:
-    """Validate a parsed request's spans and note their traces, without rendering rows.
-
-    Accepts and rejects exactly the spans `decode_request` does, and flags agent traces the
-    same way (the last value of a repeated key counts, as in the decoded attribute map).
-    """
-    batch = DecodedBatch()
-    for resource_spans in request.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                problem = _span_problem(span)
-                if problem is not None:
-                    batch.reject(f"span {span.name[:80]!r}: {problem}")
-                    continue
-                operation = span_kind = None
-                for kv in span.attributes:
-                    key = kv.key
-                    if key == attr.GEN_AI_OPERATION_NAME:
-                        operation = kv.value
-                    elif key == attr.OPENINFERENCE_SPAN_KIND:
-                        span_kind = kv.value
-                is_agent = _is_agent(
-                    None if operation is None else any_value_to_str(operation),
-                    None if span_kind is None else any_value_to_str(span_kind),
-                )
-                batch.accept_span(span.trace_id.hex(), is_agent)
-    return batch
 
 
 def decode_request(request: Any) -> DecodedBatch:
@@ -355,13 +364,13 @@ def decode_request(request: Any) -> DecodedBatch:
             scope_name = scope_spans.scope.name
             scope_version = scope_spans.scope.version
             for span in scope_spans.spans:
-                problem = _span_problem(span)
+                problem = span_problem(span)
                 if problem is not None:
                     batch.reject(f"span {span.name[:80]!r}: {problem}")
                     continue
                 span_attrs = attributes_to_map(span.attributes)
                 trace_id = span.trace_id.hex()
-                is_agent = _is_agent(
+                is_agent = is_agent_span(
                     span_attrs.get(attr.GEN_AI_OPERATION_NAME), span_attrs.get(attr.OPENINFERENCE_SPAN_KIND)
                 )
                 batch.accept_span(trace_id, is_agent)

@@ -15,19 +15,25 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
 from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.errors import StoreLocked
 from agenttrail.collector.grpc_receiver import GrpcReceiver
-from agenttrail.collector.http_receiver import HttpReceiver, PageRoute, ReadRoute
+from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, apply_retention, migrate
 from agenttrail.collector.store import Store, StoreLocation, parse_store
+
+if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read commands start fast
+    from starlette.types import ASGIApp
+
+    from agenttrail.collector.http_receiver import HttpReceiver, PageRoute, ReadRoute
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +155,7 @@ class Sidecar:
         self.workers: list[Worker] = []
         self._read_routes: dict[str, ReadRoute] = {}
         self._page_routes: dict[str, PageRoute] = {}
+        self._mounts: list[tuple[str, ASGIApp]] = []
         self._grpc_handlers: list[grpc.GenericRpcHandler[Any, Any]] = []
         self.migrations: list[Migration] = list(MIGRATIONS)
         # Called after trajectories are written (extensions subscribe before start()).
@@ -173,8 +180,21 @@ class Sidecar:
             self.http.add_read_route(path, route)
 
     def add_page_route(self, path: str, route: PageRoute) -> None:
-        """A GET page with its own content type (e.g. Prometheus `/metrics`); before start()."""
+        """A GET page with its own content type (e.g. Prometheus `/metrics`)."""
         self._page_routes[path] = route
+        if self.http is not None:
+            self.http.add_page_route(path, route)
+
+    def mount_app(self, prefix: str, app: ASGIApp) -> None:
+        """Serve an ASGI app (e.g. a Starlette app) under `prefix` (e.g. "/console") on the HTTP port.
+
+        The app gets the requests under `prefix` with `root_path` = prefix, and does its own auth:
+        the configured token is `self.config.bearer_token` (None when auth is off); check it with
+        `agenttrail.collector.auth.bearer_ok(request.headers.get("authorization"), token)`.
+        """
+        self._mounts.append((prefix, app))
+        if self.http is not None:
+            self.http.mount(prefix, app)
 
     def add_grpc_handler(self, handler: grpc.GenericRpcHandler[Any, Any]) -> None:
         """Another gRPC service on the OTLP/gRPC port (e.g. the evaluation API); before start()."""
@@ -198,6 +218,8 @@ class Sidecar:
             raise
 
     def _start(self, config: SidecarConfig) -> None:
+        from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
+
         self.store = Store(self.location)
         migrate(self.store, tuple(self.migrations))
         apply_retention(
@@ -218,6 +240,7 @@ class Sidecar:
             max_queue_rows=config.max_queue_spans,
             spool_fsync=config.spool_fsync,
             on_stored=self.assembler.notify,
+            limits=SpanLimits(max_age_days=config.span_max_age_days, max_future_s=config.span_max_future_s),
         )
         self.pipeline.replay()
         self.assembler.recover()
@@ -229,6 +252,8 @@ class Sidecar:
             lambda params: query_trajectories(read_store, TrajectoryFilter.from_params(params)),
         )
         cert = Path(config.tls_cert).read_bytes() if config.tls_cert else None
+        # One in-flight byte budget for both receivers: memory stays bounded under overload.
+        limiter = InFlightBytes(config.max_inflight_bytes)
         key = Path(config.tls_key).read_bytes() if config.tls_key else None
         self.grpc = GrpcReceiver(
             self.pipeline,
@@ -238,6 +263,7 @@ class Sidecar:
             tls_cert=cert,
             tls_key=key,
             extra_handlers=self._grpc_handlers,
+            limiter=limiter,
         )
         self.http = HttpReceiver(
             self.pipeline,
@@ -249,7 +275,18 @@ class Sidecar:
             read_routes=self._read_routes,
             page_routes=self._page_routes,
             health=self.health,
+            liveness=self.liveness,
+            limiter=limiter,
+            health_auth=config.health_auth,
+            body_timeout_s=config.http_body_timeout_s,
+            limits=ServerLimits(
+                header_timeout_s=config.http_header_timeout_s,
+                keepalive_timeout_s=config.http_keepalive_timeout_s,
+                max_connections=config.http_max_connections,
+            ),
         )
+        for prefix, app in self._mounts:
+            self.http.mount(prefix, app)
         for worker in self.workers:
             worker.start()
         self.grpc.start()
@@ -263,25 +300,36 @@ class Sidecar:
             self.http.address,
         )
 
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether the process and its workers run (`/livez`); the store's state is readiness."""
+        dead = self.dead_workers()
+        return not dead, {"dead_workers": dead}
+
     def health(self) -> tuple[bool, dict[str, Any]]:
+        """Readiness (`/readyz`, `/healthz`): workers alive, the store up, the backlog."""
         dead = self.dead_workers()
         store_down = self.pipeline.store_down if self.pipeline else True
         detail: dict[str, Any] = {
             "store": "down" if store_down else "ok",
             "queued_spans": self.pipeline.queued_rows if self.pipeline else 0,
+            "inflight_bytes": self.http.limiter.held if self.http else 0,
             "stored_spans": self.pipeline.counters.stored_spans if self.pipeline else 0,
             "rejected_spans": self.pipeline.counters.rejected_spans if self.pipeline else 0,
             "pending_traces": self.assembler.pending_count if self.assembler else 0,
             "dead_workers": dead,
         }
+        ready = True
+        if self.pipeline is not None:
+            # Store reachability, writer backlog, quarantine and disk, each on its own.
+            ready, detail["ingest"] = self.pipeline.readiness()
         for key, describe in self.health_details.items():
             detail[key] = describe()
-        return not dead and not store_down, detail
+        return not dead and not store_down and ready, detail
 
     def dead_workers(self) -> list[str]:
         dead = [
             name
-            for name, part in (("writer", self.pipeline), ("assembler", self.assembler))
+            for name, part in (("writer", self.pipeline), ("assembler", self.assembler), ("http", self.http))
             if part and not part.alive()
         ]
         return dead + [worker.name for worker in self.workers if not worker.alive()]

@@ -160,6 +160,7 @@ class Store:
         rows: Iterable[Sequence[Any]],
         *,
         dedup_token: str | None = None,
+        settings: Mapping[str, str | int] | None = None,
     ) -> None:
         """Append rows as one JSONCompactColumns block, typed by the table's column types.
 
@@ -172,11 +173,13 @@ class Store:
         if not columns_data:
             return
         payload = _json(columns_data).encode()
-        settings = {"insert_deduplication_token": dedup_token} if dedup_token else None
+        all_settings: dict[str, Any] = dict(settings or {})
+        if dedup_token:
+            all_settings["insert_deduplication_token"] = dedup_token
         try:
             with self._lock:
                 self._client.raw_insert(
-                    table, list(columns), payload, settings=settings, fmt="JSONCompactColumns"
+                    table, list(columns), payload, settings=all_settings or None, fmt="JSONCompactColumns"
                 )
         except (DatabaseError, OperationalError, OSError) as exc:
             raise _translate(exc, self.location) from exc

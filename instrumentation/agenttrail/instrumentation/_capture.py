@@ -172,25 +172,27 @@ def _int_prints(value: int) -> bool:
     return True
 
 
-def _scrub(settings: CaptureSettings, value: object, text: str) -> tuple[str, list[str]]:
+def _scrub(settings: CaptureSettings, value: object, text: str, lower: str) -> tuple[str, list[str]]:
     """``text`` with secrets replaced, and what was found: values under secret keys first (by
     walking ``value``), then secret name=value pairs and secret-shaped strings in the text."""
     found: dict[str, None] = {}
     # Walking the structure is only needed if a key word appears anywhere in the text.
-    if settings.walk_always or KEY_HINT.search(text.lower()):
+    if settings.walk_always or KEY_HINT.search(lower):
         value = scrub_keys(value, settings.key_pattern, found)
         if found:
             text = to_json(value)
-    text, in_text = scrub_text(text, settings.key_pattern, settings.walk_always, in_json=True)
+            lower = text.lower()
+    text, in_text = scrub_text(text, settings.key_pattern, settings.walk_always, True, lower)
     return text, [*found, *in_text]
 
 
 def note_scrubbed(attrs: dict[str, AttributeValue], keys: Iterable[str], findings: list[str]) -> None:
     """Add ``"<attribute>: <finding>"`` entries to the span's agenttrail.scrubbed list (bounded)."""
+    new = tuple([f"{key}: {finding}" for key in keys for finding in findings])
     previous = attrs.get(attr.AGENTTRAIL_SCRUBBED)
-    entries = dict.fromkeys(previous if isinstance(previous, tuple) else ())
-    entries.update((f"{key}: {finding}", None) for key in keys for finding in findings)
-    attrs[attr.AGENTTRAIL_SCRUBBED] = tuple(entries)[:MAX_FINDINGS]
+    if isinstance(previous, tuple):
+        new = tuple(dict.fromkeys((*previous, *new)))
+    attrs[attr.AGENTTRAIL_SCRUBBED] = new[:MAX_FINDINGS]
 
 
 def capture_into(
@@ -215,8 +217,9 @@ def capture_into(
         text = "".join(_encode(value, 0))
     except Exception:
         text = to_json(value)
-    if settings.walk_always or ANY_HINT.search(text.lower()):
-        text, findings = _scrub(settings, value, text)
+    lower = text.lower()
+    if settings.walk_always or ANY_HINT.search(lower):
+        text, findings = _scrub(settings, value, text, lower)
         if findings:
             note_scrubbed(attrs, keys, findings)
     cut = len(text) - settings.max_value_length

@@ -28,7 +28,7 @@ from opentelemetry.util.types import AttributeValue
 from agenttrail.instrumentation import attributes as attr
 from agenttrail.instrumentation._capture import capture_into, note_scrubbed
 from agenttrail.instrumentation._errors import internal_error, logger
-from agenttrail.instrumentation._rendered_attributes import set_rendered_attributes
+from agenttrail.instrumentation._rendered_attributes import attribute_blind, set_rendered_attributes
 from agenttrail.instrumentation._scrubbing import scrub_text
 from agenttrail.instrumentation._state import STATE
 
@@ -144,6 +144,7 @@ class _SpanSpec:
         "out_keys",
         "out_kind",
         "static",
+        "static_at_end",
     )
 
     def __init__(
@@ -172,6 +173,11 @@ class _SpanSpec:
             k: v for k, v in everything.items() if k in _MIRRORS and isinstance(v, str)
         }
         self.static = {k: v for k, v in everything.items() if k not in self.mirrors}
+        # Where nothing reads attributes at start (attribute_blind), all of them are stored at
+        # the end, unchecked; only possible when every value is a str, valid by construction.
+        self.static_at_end: dict[str, AttributeValue] | None = (
+            everything if all(isinstance(v, str) for v in everything.values()) else None
+        )
         self.in_keys: tuple[str, ...]
         self.out_keys: tuple[str, ...]
         if is_tool:
@@ -188,10 +194,16 @@ class _SpanSpec:
         The input is ``value``, or for a decorated function its call arguments bound by name.
         """
         try:
-            span = STATE.tracer.start_span(self.name, kind=self.kind, attributes=self.static)
+            tracer = STATE.tracer
+            at_end = self.static_at_end
+            if at_end is not None and attribute_blind(tracer):
+                span = tracer.start_span(self.name, kind=self.kind)
+            else:
+                span = tracer.start_span(self.name, kind=self.kind, attributes=self.static)
+                at_end = self.mirrors
             active = _Active(self, span)
             if span.is_recording():
-                attrs = self.mirrors.copy()
+                attrs = at_end.copy()
                 active.attrs = attrs
                 try:  # a failure here costs the input, not the span
                     if self.needs_call_id:

@@ -47,3 +47,53 @@ def _store_unchecked(span: Any, attrs: Mapping[str, AttributeValue]) -> bool:
         return True
     except AttributeError:  # another SDK layout: the public path is always right
         return False
+
+
+# The last tracer attribute_blind() judged, with its processor tuple and the verdict. The SDK
+# replaces that tuple when a processor is added, so the identity check notices it.
+_judged: tuple[object, object, bool] = (None, None, False)
+_PARENT_DELEGATES = (
+    "_root",
+    "_remote_parent_sampled",
+    "_remote_parent_not_sampled",
+    "_local_parent_sampled",
+    "_local_parent_not_sampled",
+)
+
+
+def attribute_blind(tracer: object) -> bool:
+    """True if nothing reads a span's attributes before it ends: an SDK tracer whose sampler is
+    one of the SDK's attribute-blind ones and whose processors are the SDK's export processors.
+
+    Then a decorator's static attributes (valid str values) can be stored unchecked with the
+    rendered ones at the end, instead of checked one by one at start: nobody could tell the
+    difference, and the check was a fifth of a bare span's cost. Any other sampler or processor
+    (one that may look at attributes at start) gets them at start, as before.
+    """
+    global _judged
+    processors = getattr(getattr(tracer, "span_processor", None), "_span_processors", None)
+    judged_tracer, judged_processors, verdict = _judged
+    if judged_tracer is tracer and judged_processors is processors:
+        return verdict
+    verdict = _judge(tracer, processors)
+    _judged = (tracer, processors, verdict)
+    return verdict
+
+
+def _judge(tracer: object, processors: object) -> bool:
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
+    export = sys.modules.get("opentelemetry.sdk.trace.export")
+    if sdk is None or export is None or type(tracer) is not sdk.Tracer or not isinstance(processors, tuple):
+        return False
+    blind_processors = (export.BatchSpanProcessor, export.SimpleSpanProcessor)
+    return all(type(p) in blind_processors for p in processors) and _blind_sampler(
+        getattr(tracer, "sampler", None), sys.modules["opentelemetry.sdk.trace.sampling"], 0
+    )
+
+
+def _blind_sampler(sampler: object, sampling: Any, depth: int) -> bool:
+    if type(sampler) in (sampling.StaticSampler, sampling.TraceIdRatioBased):
+        return True
+    if type(sampler) in (sampling.ParentBased, sampling.ParentBasedTraceIdRatio) and depth < 4:
+        return all(_blind_sampler(getattr(sampler, n, None), sampling, depth + 1) for n in _PARENT_DELEGATES)
+    return False

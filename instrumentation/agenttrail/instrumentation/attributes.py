@@ -58,7 +58,9 @@ AGENTTRAIL_TASK: Final = "agenttrail.task"
 AGENTTRAIL_TRUNCATED: Final = "agenttrail.truncated"
 """Names of the attributes on this span whose value was cut to the size cap."""
 AGENTTRAIL_SCRUBBED: Final = "agenttrail.scrubbed"
-"""True when a captured value on this span had secrets replaced."""
+"""What was scrubbed on this span, one ``"<attribute>: <what>"`` per finding: a JSON path of a
+secret key (``$.creds.password``), ``key "token" in text``, or a kind (``url password``, ``bearer
+token``); attributes include ``exception.message`` and ``exception.stacktrace`` of the event."""
 AGENTTRAIL_JUDGE: Final = "agenttrail.judge"
 """True on agenttrail's own judge traffic, which the collector must not evaluate."""
 AGENTTRAIL_JUDGE_NAME: Final = "agenttrail.judge.name"

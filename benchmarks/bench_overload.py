@@ -1,0 +1,248 @@
+"""Overload benchmark: memory and acknowledgement latency of `agenttrail serve` when clients send
+far more than it can store.
+
+One sidecar runs as its own process on an embedded store. 32 clients (half OTLP/HTTP protobuf on
+keep-alive connections, half OTLP/gRPC, spread over 4 processes) send 512-span requests back to
+back for `--seconds`, ignoring Retry-After (the worst case: a fleet of exporters that do not
+back off). Prints the sidecar's RSS idle and peak (VmHWM), ack p50/p99 of the acknowledged
+requests, the refusals, and offered vs stored spans/s, next to the figures measured on main
+before the ASGI front and the in-flight byte budget. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_ingest import SPANS_PER_REQUEST, agent_request, health
+
+# Measured on main at 708f40c (stdlib ThreadingHTTPServer, no in-flight byte budget), same
+# machine, `--seconds 30`: see README "Running the sidecar".
+BEFORE = {
+    "rss_idle_mib": 512.0,
+    "rss_peak_mib": 1349.0,
+    "ack_p50_ms": 406.0,
+    "ack_p99_ms": 3629.2,
+    "offered_spans_per_s": 16_824.0,
+    "stored_spans_per_s": 7_499.0,
+}
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, str]:
+    """The sidecar's addresses once its lock file names the bound ports (a busy machine may
+    take minutes to import and migrate)."""
+    lock = store / "agenttrail.agenttrail.lock"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit("agenttrail serve exited during start-up")
+        try:
+            info: dict[str, str] = json.loads(lock.read_text() or "{}")
+            if info.get("pid") == process.pid and not info.get("starting"):
+                return info
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass
+        time.sleep(0.1)
+    raise SystemExit("agenttrail serve did not start")
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def client_process(
+    http_address: str, grpc_address: str, threads: int, seconds: float, queue: Any, seed: int
+) -> None:
+    """`threads` clients, half HTTP and half gRPC; puts (acked latencies, refused, sent spans)."""
+    bodies = [agent_request(seed * 100 + i) for i in range(8)]
+    results: list[tuple[list[float], int, int, int]] = []
+    deadline = time.monotonic() + seconds
+
+    def http_client(index: int) -> None:
+        host, port = http_address.rsplit(":", 1)
+        connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        acked: list[float] = []
+        refused = sent = errors = 0
+        while time.monotonic() < deadline:
+            body = bodies[(index + sent) % len(bodies)]
+            started = time.perf_counter()
+            try:
+                connection.request(
+                    "POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"}
+                )
+                response = connection.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                errors += 1
+                connection.close()
+                connection = http.client.HTTPConnection(host, int(port), timeout=60)
+                continue
+            sent += 1
+            if response.status == 200:
+                acked.append(time.perf_counter() - started)
+            else:
+                refused += 1
+            if response.getheader("Connection", "").lower() == "close":
+                connection.close()
+                connection = http.client.HTTPConnection(host, int(port), timeout=60)
+        results.append((acked, refused, sent, errors))
+
+    def grpc_client(index: int) -> None:
+        channel = grpc.insecure_channel(grpc_address, options=[("grpc.max_send_message_length", 64 << 20)])
+        export = channel.unary_unary(EXPORT)
+        acked: list[float] = []
+        refused = sent = errors = 0
+        while time.monotonic() < deadline:
+            body = bodies[(index + sent) % len(bodies)]
+            started = time.perf_counter()
+            try:
+                export(body, timeout=60)
+                acked.append(time.perf_counter() - started)
+            except grpc.RpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    refused += 1
+                else:
+                    errors += 1
+            sent += 1
+        channel.close()
+        results.append((acked, refused, sent, errors))
+
+    workers = [
+        threading.Thread(target=http_client if i % 2 == 0 else grpc_client, args=(i,)) for i in range(threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    acked = [latency for result in results for latency in result[0]]
+    queue.put((acked, sum(r[1] for r in results), sum(r[2] for r in results), sum(r[3] for r in results)))
+
+
+def bench_overload(seconds: float, clients: int, processes: int, extra_args: list[str]) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="agenttrail-overload-") as tmp:
+        store = Path(tmp) / "store"
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from agenttrail.evaluators.entry import main; main()",
+                "--log-level",
+                "WARNING",
+                "serve",
+                "--store",
+                str(store),
+                "--grpc",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+                *extra_args,
+            ]
+        )
+        try:
+            info = wait_ready(store, process)
+            # Warm-up: one request each way, so idle RSS includes what serving imports.
+            host, port = info["http"].rsplit(":", 1)
+            warm = http.client.HTTPConnection(host, int(port), timeout=60)
+            warm.request(
+                "POST",
+                "/v1/traces",
+                body=agent_request(0),
+                headers={"Content-Type": "application/x-protobuf"},
+            )
+            warm.getresponse().read()
+            warm.close()
+            with grpc.insecure_channel(info["grpc"]) as channel:
+                channel.unary_unary(EXPORT)(agent_request(1), timeout=60)
+            while health(info["http"])["stored_spans"] < 2 * SPANS_PER_REQUEST:
+                time.sleep(0.05)
+            time.sleep(2)
+            idle = rss_mib(process.pid)
+            stored_before = health(info["http"])["stored_spans"]
+            queue: Any = multiprocessing.get_context("spawn").Queue()
+            per_process = clients // processes
+            started = time.perf_counter()
+            children = [
+                multiprocessing.get_context("spawn").Process(
+                    target=client_process,
+                    args=(info["http"], info["grpc"], per_process, seconds, queue, index),
+                )
+                for index in range(processes)
+            ]
+            for child in children:
+                child.start()
+            outcomes = [queue.get(timeout=seconds + 300) for _ in children]
+            for child in children:
+                child.join()
+            elapsed = time.perf_counter() - started
+            stored = health(info["http"])["stored_spans"] - stored_before
+            peak = rss_mib(process.pid, "VmHWM")
+        finally:
+            process.terminate()
+            process.wait(120)
+    acked = sorted(latency for outcome in outcomes for latency in outcome[0])
+    sent = sum(outcome[2] for outcome in outcomes)
+    return {
+        "rss_idle_mib": idle,
+        "rss_peak_mib": peak,
+        "ack_p50_ms": acked[len(acked) // 2] * 1000 if acked else float("nan"),
+        "ack_p99_ms": acked[int(len(acked) * 0.99)] * 1000 if acked else float("nan"),
+        "acked_requests": len(acked),
+        "refused_requests": sum(outcome[1] for outcome in outcomes),
+        "failed_requests": sum(outcome[3] for outcome in outcomes),
+        "offered_spans_per_s": sent * SPANS_PER_REQUEST / elapsed,
+        "stored_spans_per_s": stored / elapsed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=30.0, help="how long the clients send")
+    parser.add_argument("--clients", type=int, default=32, help="client threads in all")
+    parser.add_argument("--processes", type=int, default=4, help="client processes")
+    parser.add_argument("serve_args", nargs="*", help="extra `agenttrail serve` options (after --)")
+    args = parser.parse_args()
+    now = bench_overload(args.seconds, args.clients, args.processes, args.serve_args)
+    print(
+        f"collector under overload ({args.clients} clients, half OTLP/HTTP half OTLP/gRPC, "
+        f"{SPANS_PER_REQUEST}-span requests, {args.seconds:.0f} s, no back-off):"
+    )
+    print(
+        f"  acked {now['acked_requests']:.0f}, refused (429/503/UNAVAILABLE) {now['refused_requests']:.0f}, "
+        f"failed (connection errors, other codes) {now['failed_requests']:.0f} requests"
+    )
+    print(f"  {'':24}{'now':>12}{'before':>12}")
+    rows = [
+        ("RSS idle (MiB)", "rss_idle_mib", "{:.0f}"),
+        ("RSS peak (MiB)", "rss_peak_mib", "{:.0f}"),
+        ("ack p50 (ms)", "ack_p50_ms", "{:.1f}"),
+        ("ack p99 (ms)", "ack_p99_ms", "{:.1f}"),
+        ("offered spans/s", "offered_spans_per_s", "{:,.0f}"),
+        ("stored spans/s", "stored_spans_per_s", "{:,.0f}"),
+    ]
+    for label, key, form in rows:
+        before = form.format(BEFORE[key]) if BEFORE[key] else "-"
+        print(f"  {label:24}{form.format(now[key]):>12}{before:>12}")
+    ratio = now["offered_spans_per_s"] / max(now["stored_spans_per_s"], 1)
+    growth = now["rss_peak_mib"] / max(now["rss_idle_mib"], 1)
+    print(f"  offered/stored {ratio:.1f}x; peak/idle RSS {growth:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Clients for the sidecar's receivers in tests: one HTTP POST, one gRPC export, stored spans."""
+
+from __future__ import annotations
+
+import http.client
+from typing import Any
+
+import grpc
+
+
+def post(
+    address: str,
+    body: bytes,
+    content_type: str = "application/x-protobuf",
+    headers: dict[str, str] | None = None,
+    path: str = "/v1/traces",
+) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """One POST on a fresh connection: status, headers (case-insensitive, as in HTTP), body."""
+    host, port = address.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request("POST", path, body=body, headers={"Content-Type": content_type, **(headers or {})})
+        response = connection.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        connection.close()
+
+
+def grpc_export(address: str, body: bytes, metadata: tuple[tuple[str, str], ...] = ()) -> bytes:
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(
+            "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            request_serializer=None,
+            response_deserializer=None,
+        )
+        result: bytes = call(body, timeout=30, metadata=metadata)
+        return result
+
+
+def stored_span_names(sidecar: Any, trace_id: str) -> list[str]:
+    assert sidecar.pipeline.flush(30)
+    rows = sidecar.store.query(
+        "SELECT SpanName FROM otel_traces WHERE TraceId = {t:String} ORDER BY SpanName", {"t": trace_id}
+    )
+    return [row[0] for row in rows]
