@@ -59,14 +59,18 @@ case "$cmd" in
         exec agenttrail serve "$@"
         ;;
     healthcheck)
+        load_secret_files  # the token, for a sidecar with health_auth set
         scheme=http
         [ -n "${AGENTTRAIL_TLS_CERT:-}" ] && scheme=https
         url="$scheme://127.0.0.1:$(http_port)${AGENTTRAIL_READY_PATH:-/readyz}"
         exec python3 - "$url" <<'PY'
-import ssl, sys, urllib.request
+import os, ssl, sys, urllib.request
 context = ssl._create_unverified_context()  # loopback, our own certificate
+request = urllib.request.Request(sys.argv[1])
+if os.environ.get("AGENTTRAIL_BEARER_TOKEN"):
+    request.add_header("Authorization", "Bearer " + os.environ["AGENTTRAIL_BEARER_TOKEN"])
 try:
-    with urllib.request.urlopen(sys.argv[1], timeout=4, context=context) as response:
+    with urllib.request.urlopen(request, timeout=4, context=context) as response:
         sys.exit(0 if response.status == 200 else 1)
 except Exception as exc:
     print(f"not ready: {sys.argv[1]}: {exc}", file=sys.stderr)

@@ -80,10 +80,13 @@ def healthcheck(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_entrypoint_serves_with_a_secret_file_and_answers_the_healthcheck(tmp_path: Path) -> None:
-    """`serve` through the entrypoint: healthy once started, the bearer token from
-    AGENTTRAIL_BEARER_TOKEN_FILE guards the API, SIGTERM stops it cleanly, then unhealthy."""
+    """`serve` through the entrypoint: healthy once started (the healthcheck sends the token,
+    which health_auth requires here), the bearer token from AGENTTRAIL_BEARER_TOKEN_FILE guards
+    the API, SIGTERM stops it cleanly, then unhealthy."""
     (tmp_path / "token").write_text("s3cret\n")
-    env = entry_env(tmp_path, AGENTTRAIL_BEARER_TOKEN_FILE=str(tmp_path / "token"))
+    env = entry_env(
+        tmp_path, AGENTTRAIL_BEARER_TOKEN_FILE=str(tmp_path / "token"), AGENTTRAIL_HEALTH_AUTH="true"
+    )
     assert healthcheck(env).returncode == 1  # nothing listens yet
     process = subprocess.Popen(
         ["sh", str(ENTRYPOINT), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
