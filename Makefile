@@ -41,7 +41,7 @@ typecheck: $(STAMP)
 unit: $(STAMP) $(EMBEDDINGS_STAMP)
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck unit
+test: lint typecheck unit mutation-ci
 
 # The evaluation API's Python modules (evaluators/agenttrail/api/v1/*_pb2*), from proto/ by the
 # pinned grpcio-tools; tests/api/test_generated_code.py fails when they are stale.
