@@ -46,7 +46,7 @@ typecheck: $(STAMP)
 unit: $(STAMP) $(EMBEDDINGS_STAMP) $(DEPLOY_STAMP) $(PEERS_JS)
 	$(BIN)/python -m pytest -q --ignore=tests/console
 
-test: lint typecheck unit test-browser
+test: lint typecheck unit test-browser mutation-ci
 
 # The web console in a real browser: Debian's chromium driven by Playwright (PyPI), never
 # Playwright's own browser download; chromium is installed once, as root, when missing.

@@ -64,7 +64,6 @@ PROFILES = {
             "tests/collector/test_pipeline.py",
             "tests/collector/test_receivers.py",
             "tests/collector/test_trajectory.py",
-            "tests/collector/test_build_runs_properties.py",
             "tests/evaluators/metrics",
         ),
     ),

@@ -176,7 +176,10 @@ def test_slow_answer_then_fast_answer_succeeds(serve: Serve, client_for: ClientF
 def test_budget_exhaustion_raises_before_any_request(serve: Serve, client_for: ClientFor) -> None:
     """Once the hourly token budget is spent, the next call raises BudgetExhausted and sends nothing."""
     llm = serve(Reply.chat_json(GOOD, prompt_tokens=100, completion_tokens=30))
-    client = client_for(llm, budget={"tokens_per_hour": 100})
+    client = client_for(llm)
+    # A fixed clock 10 minutes into an hour: the wall clock could cross the top of the hour
+    # between the two calls and open a fresh window.
+    client.budget = BudgetTracker(JudgeBudget(tokens_per_hour=100), clock=lambda: 5 * 3600 + 600.0)
     assert ask(client).value == GOOD
     with pytest.raises(BudgetExhausted) as raised:
         ask(client)
@@ -184,7 +187,7 @@ def test_budget_exhaustion_raises_before_any_request(serve: Serve, client_for: C
     message = str(raised.value)
     assert "130 of 100 tokens per hour" in message
     assert "resumes at" in message
-    assert time.time() < raised.value.resume_at <= time.time() + 3600
+    assert raised.value.resume_at == 6 * 3600
 
 
 def test_cost_budget_per_day_names_the_cost() -> None:
