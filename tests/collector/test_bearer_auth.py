@@ -48,6 +48,7 @@ GET_ROUTES: dict[str, str] = {
     "/api/v1/criteria-sets": "",
     "/api/v1/decisions": "trace_id=" + "ab" * 16,
     "/api/v1/references": "",
+    "/api/v1/runs": "",
     "/metrics": "",
 }
 OTLP_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

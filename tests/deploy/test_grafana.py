@@ -39,6 +39,7 @@ def demo_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(450)  # the fixture runs the demo in a subprocess (up to 400 s on a loaded machine)
 def test_every_dashboard_query_runs_on_demo_data(demo_results: dict[str, Any]) -> None:
     failed = {name: r["error"] for name, r in demo_results.items() if name != "agents" and "error" in r}
     assert not failed, failed

@@ -17,6 +17,9 @@ import pytest
 
 from .tools import DEPLOY, ROOT, VENV_BIN, free_port, run, tool
 
+# Tests here start real sidecars and builds in subprocesses: minutes on a loaded machine.
+pytestmark = pytest.mark.timeout(450)
+
 ENTRYPOINT = DEPLOY / "docker" / "entrypoint.sh"
 DOCKERFILE = DEPLOY / "Dockerfile"
 

@@ -193,6 +193,7 @@ def test_the_readme_sql_parses_and_names_real_settings(store: Store) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(450)  # a sidecar in a subprocess (up to 400 s on a loaded machine)
 def test_the_sidecar_runs_on_the_cluster_layout(tmp_path: Path) -> None:
     """On the cluster DDL's tables (Distributed over local tables, in an engine given a cluster
     and the README's settings profile), the unchanged sidecar runs no DDL of its own, stores the

@@ -17,6 +17,9 @@ import pytest
 
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 
+# Node and a live sidecar per exporter: minutes on a loaded machine.
+pytestmark = pytest.mark.timeout(600)
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).parent / "js" / "export_run.cjs"
 NODE_MODULES = ROOT / ".peers" / "js" / "node_modules"
