@@ -37,7 +37,6 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.cli_read import READ_MIGRATIONS
-from agenttrail.evaluators.console.install import install_console
 from agenttrail.evaluators.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
 
@@ -90,6 +89,13 @@ def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
 def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
     """The drift table, monitor and stats/drift routes (agenttrail.evaluators.cli_monitoring)."""
     from agenttrail.evaluators.cli_monitoring import install_monitoring as install
+
+    install(sidecar, config_file)
+
+
+def install_console(sidecar: Sidecar, config_file: str | None) -> None:
+    """The web console at /console and /api/v1/runs (agenttrail.evaluators.console.install)."""
+    from agenttrail.evaluators.console.install import install_console as install
 
     install(sidecar, config_file)
 
