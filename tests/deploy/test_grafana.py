@@ -32,14 +32,14 @@ def demo_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         str(now - 3600),
         str(now + 3600),
         tmp / "results.json",
-        timeout=400,
+        timeout=1200,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return dict(json.loads((tmp / "results.json").read_text()))
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(450)  # the fixture runs the demo in a subprocess (up to 400 s on a loaded machine)
+@pytest.mark.timeout(1300)  # the fixture runs the demo in a subprocess (minutes on a 2-core CI machine)
 def test_every_dashboard_query_runs_on_demo_data(demo_results: dict[str, Any]) -> None:
     failed = {name: r["error"] for name, r in demo_results.items() if name != "agents" and "error" in r}
     assert not failed, failed

@@ -45,7 +45,7 @@ def read_until(process: subprocess.Popen[str], marker: str, timeout: float) -> s
     raise AssertionError(f"no {marker!r} in the demo's output:\n{''.join(seen)}")
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 def test_demo_keeps_serving_and_the_readme_session_works(tmp_path: Path) -> None:
     """The demo reports runs, failures, online scores with units, the drift and the alert, writes
     the HTML report, then serves until SIGINT and says how to serve the kept store again; the
@@ -58,7 +58,7 @@ def test_demo_keeps_serving_and_the_readme_session_works(tmp_path: Path) -> None
         text=True,
     )
     try:
-        out = read_until(demo, "in another terminal", timeout=240)
+        out = read_until(demo, "in another terminal", timeout=600)
         assert "runs: 120 " in out
         assert "failure rate:" in out
         assert re.search(r"latency: p50 [0-9.]+ ms", out)
