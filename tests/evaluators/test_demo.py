@@ -6,11 +6,12 @@ through the sidecar); after Ctrl-C the closing hint works as pasted."""
 from __future__ import annotations
 
 import os
+import queue
 import re
-import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -29,19 +30,33 @@ def readme_session() -> str:
 
 
 def read_until(process: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    """The process's stdout up to the line holding `marker`."""
+    """The process's stdout up to the line holding `marker`. A thread reads the lines: select()
+    on the pipe misses lines already pulled into the text wrapper's buffer (and then waits for
+    output the demo, now serving, will not write)."""
     assert process.stdout is not None
+    stdout = process.stdout
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in iter(stdout.readline, ""):
+            lines.put(line)
+            if marker in line:
+                return
+        lines.put("")  # end of output
+
+    threading.Thread(target=pump, daemon=True).start()
     seen: list[str] = []
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stdout], [], [], 1.0)
-        if ready:
-            line = process.stdout.readline()
-            if not line and process.poll() is not None:
-                break
-            seen.append(line)
-            if marker in line:
-                return "".join(seen)
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        if not line:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
     raise AssertionError(f"no {marker!r} in the demo's output:\n{''.join(seen)}")
 
 

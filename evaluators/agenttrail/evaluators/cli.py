@@ -339,7 +339,14 @@ def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
     from agenttrail.evaluators.demo import run_demo
 
     try:
-        run_demo(runs=runs, seed=seed, keep=keep, build=build_sidecar, report=report or None)
+        run_demo(
+            runs=runs,
+            seed=seed,
+            keep=keep,
+            serve=keep is not None,
+            build=build_sidecar,
+            report=report or None,
+        )
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
 

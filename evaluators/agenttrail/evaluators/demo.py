@@ -168,6 +168,7 @@ def run_demo(
     runs: int,
     seed: int,
     keep: str | None,
+    serve: bool = False,
     build: Callable[[SidecarConfig, str | None], Sidecar],
     report: str | None = "agenttrail-demo-report.html",
     out: Out = print,
@@ -226,9 +227,9 @@ def run_demo(
             path = write_demo_report(sidecar.store, demo_start, Path(report))
             out(f"\nreport: {path.resolve()}")
             out("  failure rate, latency and scores over time, with the drift and the alert marked")
-        if keep:
+        if serve:
             keep_serving(sidecar, store_dir, out)
-        else:
+        elif not keep:
             out("\nthe demo's store is deleted now; `agenttrail demo --keep` keeps it and keeps the sidecar")
             out("serving (the console, the CLI's read commands) until Ctrl-C")
         return result
