@@ -199,8 +199,9 @@ def test_available_tools_reach_the_judge(
         pb.AvailableTool(name="send_email", description="Send an email"),
     ]
     spec = pb.JudgeSpec(name="selection", definition=inline(type="tool_selection"))
-    judged = stub.Evaluate(evaluate_request(spec, available_tools=tools), timeout=60).results[-1]
-    assert (judged.metric, judged.score) == ("selection", 1.0)
+    results = stub.Evaluate(evaluate_request(spec, available_tools=tools), timeout=60).results
+    [judged] = [result for result in results if result.metric == "selection"]
+    assert judged.score == 1.0
     prompt = server.chat_requests()[0]["messages"][1]["content"]
     assert "send_email" in prompt
     assert "City to coordinates" in prompt

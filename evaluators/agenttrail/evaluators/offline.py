@@ -31,11 +31,20 @@ single tool use, needs a ``tool_name``. ``latency`` and ``failure`` are always r
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from agenttrail.evaluators.combined import (
+    COMBINED,
+    TOOL_CORRECTNESS,
+    combined_scores,
+    first_result,
+    min_tool_correctness,
+    response_judges,
+    selection_judges,
+)
 from agenttrail.evaluators.datasets import DatasetRow, RowError
 from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.metrics import (
@@ -258,7 +267,14 @@ def evaluate_rows(
     """
     metrics = parse_metric_specs(metric_specs) if metric_specs else default_metrics(rows)
     names = metric_names(metrics)
-    judge_names = judge_outputs(judges, names)
+    correctness = next((m for m in metrics if m.spec.name == "tool_correctness"), None)
+    selectors = selection_judges(judges)
+    # With the metric asked for, a tool-selection judge's min lands in the metric (its parameters).
+    merged = TOOL_CORRECTNESS if correctness is not None and selectors else ()
+    judge_names = tuple(name for name in judge_outputs(judges, names, merged) if name not in merged)
+    responders = response_judges(judges)
+    if responders and (correctness is not None or TOOL_CORRECTNESS[0] in judge_names):
+        judge_names = (*judge_names, *COMBINED)
     instances: list[InstanceResult] = []
     for row in rows:
         if isinstance(row, RowError) or row.predicted is None:
@@ -271,9 +287,16 @@ def evaluate_rows(
         instances.append(InstanceResult(row.index, {name: values[name] for name in names}))
     if judges:
         good = [row for row in rows if isinstance(row, DatasetRow) and row.predicted is not None]
-        verdicts = run_judges(judges, [judge_input(row) for row in good], judge_workers)
-        by_index = dict(zip((row.index for row in good), verdicts, strict=True))
-        instances = [_with_judges(instance, by_index.get(instance.index, [])) for instance in instances]
+        inputs = [judge_input(row) for row in good]
+        verdicts = run_judges(judges, inputs, judge_workers)
+        by_index = {
+            row.index: (run, results) for row, run, results in zip(good, inputs, verdicts, strict=True)
+        }
+        combine = Combine(correctness.params if correctness else None, selectors, responders)
+        instances = [
+            combine(instance, *by_index[instance.index]) if instance.index in by_index else instance
+            for instance in instances
+        ]
     all_names = (*names, *judge_names)
     return EvaluationReport(
         names,
@@ -284,14 +307,50 @@ def evaluate_rows(
     )
 
 
-def _with_judges(instance: InstanceResult, results: list[JudgeResult]) -> InstanceResult:
-    return InstanceResult(instance.index, instance.metrics, instance.error, {r.metric: r for r in results})
+@dataclass(frozen=True, slots=True)
+class Combine:
+    """One row's metrics and judge results with the combined scores (agenttrail.evaluators.combined):
+    the tool_correctness metric takes the tool-selection judge's min, and multiply_score / avg_score
+    come from tool correctness and a response-quality judge."""
+
+    correctness: Mapping[str, Any] | None  # the tool_correctness metric's parameters, if asked for
+    selectors: Sequence[str]
+    responders: Sequence[str]
+
+    def __call__(
+        self, instance: InstanceResult, run: JudgeInput, results: list[JudgeResult]
+    ) -> InstanceResult:
+        metrics = dict(instance.metrics)
+        selection = first_result(results, self.selectors)
+        if self.correctness is not None and self.selectors:
+            results = [result for result in results if result.metric not in TOOL_CORRECTNESS]
+            folded = None if selection is None else min_tool_correctness(run, selection, self.correctness)
+            metrics.update(folded or {})
+        judged = {result.metric: result for result in results}
+        if self.responders:
+            response = first_result(results, self.responders)
+            correctness = (
+                metrics.get(TOOL_CORRECTNESS[0])
+                if TOOL_CORRECTNESS[0] in metrics
+                else getattr(judged.get(TOOL_CORRECTNESS[0]), "score", None)
+            )
+            metrics.update(combined_scores(correctness, None if response is None else response.score))
+        return InstanceResult(instance.index, metrics, instance.error, judged)
 
 
-def judge_outputs(judges: Sequence[Judge], names: Sequence[str]) -> tuple[str, ...]:
-    """The metric names the judges report; ValueError if one is reported twice or is also a metric."""
+def judge_outputs(
+    judges: Sequence[Judge], names: Sequence[str], merged: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The metric names the judges report; ValueError if one is reported twice or is also a metric
+    (`merged`: names a judge shares with a metric on purpose, folded into it)."""
     outputs = [output for judge in judges for output in getattr(judge, "outputs", (judge.name,))]
-    clashes = sorted({output for output in outputs if outputs.count(output) > 1 or output in names})
+    clashes = sorted(
+        {
+            output
+            for output in outputs
+            if output not in merged and (outputs.count(output) > 1 or output in names)
+        }
+    )
     if clashes:
         raise ValueError(
             f"{', '.join(clashes)} reported twice (by two judges, or by a judge and a metric): "
