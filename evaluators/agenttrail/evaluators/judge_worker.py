@@ -136,6 +136,7 @@ class JudgeWorker(RunQueueWorker):
                 self._executors[online.name],
                 references=self.references(),
                 worker_id=self.worker_id,
+                now=self._clock(),
             )
             self.counters.per_judge[online.name].add(outcome)
             # multiply_score / avg_score once tool correctness and a response score are both stored
