@@ -23,6 +23,14 @@ counted), and the report has ``"judges": {metric: {"errors", "missing", "prompt_
 "completion_tokens", "cost"}}``. Without judges these keys are absent. When the judge budget is
 spent, the judge results still to come are errors saying so, never silently left out.
 
+A session-scope judge (task_completion ``scope: session``) judges each conversation once: rows
+name theirs in a ``conversation_id`` column (as ``agenttrail trajectories --format json`` does), a
+conversation's rows are its rounds in dataset order, and the result sits on its last row with
+``details.conversation_id`` and ``details.rows``; rows naming none are refused (ValueError).
+A tool-selection judge's verdict makes a ``tool_correctness`` metric the min of both, and with a
+response-quality judge (``final_response``) each row has ``multiply_score`` and ``avg_score``
+(``agenttrail.evaluators.combined``).
+
 Without metric specs, the five reference metrics of Vertex's six (exact, in-order and any-order
 match, precision, recall) are computed when any row has a reference trajectory; the sixth,
 single tool use, needs a ``tool_name``. ``latency`` and ``failure`` are always reported.
@@ -33,7 +41,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from agenttrail.evaluators.combined import (
@@ -267,6 +275,7 @@ def evaluate_rows(
     """
     metrics = parse_metric_specs(metric_specs) if metric_specs else default_metrics(rows)
     names = metric_names(metrics)
+    _check_conversations(judges, rows)
     correctness = next((m for m in metrics if m.spec.name == "tool_correctness"), None)
     selectors = selection_judges(judges)
     # With the metric asked for, a tool-selection judge's min lands in the metric (its parameters).
@@ -288,7 +297,10 @@ def evaluate_rows(
     if judges:
         good = [row for row in rows if isinstance(row, DatasetRow) and row.predicted is not None]
         inputs = [judge_input(row) for row in good]
-        verdicts = run_judges(judges, inputs, judge_workers)
+        per_row = [judge for judge in judges if not _session_scope(judge)]
+        verdicts = run_judges(per_row, inputs, judge_workers) if per_row else [[] for _ in good]
+        for position, results in _judge_sessions(judges, good, inputs, judge_workers).items():
+            verdicts[position].extend(results)
         by_index = {
             row.index: (run, results) for row, run, results in zip(good, inputs, verdicts, strict=True)
         }
@@ -305,6 +317,61 @@ def evaluate_rows(
         judge_names,
         judged=bool(judges),
     )
+
+
+def _session_scope(judge: Judge) -> bool:
+    return getattr(judge, "scope", "run") == "session"
+
+
+def conversation_of(row: DatasetRow) -> str:
+    """The conversation a row belongs to (its ``conversation_id`` column), '' if none."""
+    value = row.extra.get("conversation_id")
+    return str(value) if value not in (None, "") else ""
+
+
+def _check_conversations(judges: Sequence[Judge], rows: Sequence[DatasetRow | RowError]) -> None:
+    """Session scope judges conversations: refused (ValueError) unless every row names its own."""
+    session = [judge.name for judge in judges if _session_scope(judge)]
+    if not session:
+        return
+    unnamed = [
+        row.index
+        for row in rows
+        if isinstance(row, DatasetRow) and row.predicted is not None and not conversation_of(row)
+    ]
+    if unnamed:
+        shown = ", ".join(str(index) for index in unnamed[:5]) + (", ..." if len(unnamed) > 5 else "")
+        raise ValueError(
+            f"judge {session[0]} has scope: session, which judges whole conversations, and row(s) "
+            f"{shown} name none: give every row a conversation_id (rows of one conversation in "
+            "order), or use scope: run to judge each row on its own"
+        )
+
+
+def _judge_sessions(
+    judges: Sequence[Judge], good: Sequence[DatasetRow], inputs: Sequence[JudgeInput], workers: int
+) -> dict[int, list[JudgeResult]]:
+    """Session-scope judges on each conversation once (its rows in dataset order); the result goes
+    to the conversation's last row (position in `good`), naming the conversation and its rows."""
+    session = [judge for judge in judges if _session_scope(judge)]
+    if not session:
+        return {}
+    groups: dict[str, list[int]] = {}
+    for position, row in enumerate(good):
+        groups.setdefault(conversation_of(row), []).append(position)
+    conversations = list(groups.items())
+    runs = [
+        replace(inputs[members[-1]], runs=tuple(inputs[m] for m in members)) for _, members in conversations
+    ]
+    verdicts = run_judges(session, runs, workers)
+    placed: dict[int, list[JudgeResult]] = {}
+    for (conversation, members), results in zip(conversations, verdicts, strict=True):
+        rows = [good[m].index for m in members]
+        placed[members[-1]] = [
+            replace(result, details={**result.details, "conversation_id": conversation, "rows": rows})
+            for result in results
+        ]
+    return placed
 
 
 @dataclass(frozen=True, slots=True)

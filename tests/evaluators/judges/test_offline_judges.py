@@ -234,3 +234,41 @@ def test_real_endpoint(dataset: Path) -> None:
     assert results["accuracy"].error == ""
     assert results["accuracy"].score in (0.0, 1.0)
     assert results["accuracy"].prompt_tokens > 0
+
+
+def test_session_scope_judges_each_named_conversation_once(serve: Serve, tmp_path: Path) -> None:
+    """Offline, scope session groups rows by conversation_id: two conversations of three rounds give
+    two results, each over all three rounds, on each conversation's last row; rows that name no
+    conversation are refused with a clear error."""
+    rounds = [
+        {**ROWS[0], "query": f"{conversation} round {i}", "conversation_id": conversation}
+        for i in range(3)
+        for conversation in ("alpha", "beta")
+    ]  # interleaved, as a log of two conversations would be
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rounds))
+    llm = serve(Reply.chat_json(completion("yes")))
+    judges = tmp_path / "judges.yaml"
+    judges.write_text("- {name: done, type: task_completion, options: {scope: session}}\n")
+    args = ["--judge", str(judges), "--judge-model", "m", "--judge-base-url", llm.base_url]
+    result = evaluate(str(dataset), *args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    judged = {i["index"]: i["judges"]["done"] for i in document["instances"] if "done" in i["judges"]}
+    assert sorted(judged) == [4, 5]  # the last rows of alpha and beta
+    assert judged[4]["details"]["conversation_id"] == "alpha"
+    assert judged[4]["details"]["rows"] == [0, 2, 4]
+    assert document["aggregate"]["done"]["count"] == 2
+    prompts = [request["messages"][1]["content"] for request in llm.chat_requests()]
+    assert len(prompts) == 2
+    for prompt in prompts:
+        name = "alpha" if "alpha" in prompt else "beta"
+        assert all(f"{name} round {i}" in prompt for i in range(3))
+        assert ("beta" in prompt) != ("alpha" in prompt)
+
+    unnamed = tmp_path / "unnamed.jsonl"
+    unnamed.write_text(json.dumps(ROWS[0]) + "\n")
+    refused = evaluate(str(unnamed), *args)
+    assert refused.exit_code == 2
+    assert "scope: session" in refused.output
+    assert "conversation_id" in refused.output
