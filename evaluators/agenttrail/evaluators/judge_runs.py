@@ -6,11 +6,13 @@ message; the result rows are stored with Error set and Score NULL) and `budget_p
 budget ran out before the run was judged; the run stays pending).
 
 A session-scope judge judges a conversation (runs sharing a conversation id) once, when its
-last run ended `session_idle_s` ago: until then its runs stay pending, undecided. Its result is
-stored under the conversation's first run, with Revision = the number of runs judged and the
-conversation and its runs in Details, so a conversation that resumes is judged again and the new
-result replaces the old one (the same row key: a new version, never a second row). Filters and
-sampling apply to the conversation's first run. A run with no conversation is a session of one.
+last run ended `session_idle_s` ago, or at once when that last run marks the conversation ended
+(`agenttrail.conversation.ended`, set by `end_conversation()`): until then its runs stay
+pending, undecided. Its result is stored under the conversation's first run, with Revision =
+the number of runs judged and the conversation and its runs in Details, so a conversation that
+resumes is judged again and the new result replaces the old one (the same row key: a new
+version, never a second row). Filters and sampling apply to the conversation's first run. A run
+with no conversation is a session of one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from agenttrail.evaluators.metrics import ABSENT
 from agenttrail.evaluators.reference_store import StoredReference
 from agenttrail.evaluators.run_queue import now_stamp, record_decisions
 from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.instrumentation.attributes import AGENTTRAIL_CONVERSATION_ENDED as CONVERSATION_ENDED
 
 JUDGE_SCORE_COLUMNS = (
     *SCORE_COLUMNS,
@@ -46,6 +49,11 @@ _CONVERSATIONS = f"""
 SELECT {TRAJECTORY_JSON_COLUMNS} FROM trajectories FINAL
 WHERE IsDeleted = 0 AND ConversationId IN {{ids:Array(String)}}
 ORDER BY Start, TraceId
+"""
+
+_ENDED = """
+SELECT DISTINCT TraceId FROM otel_traces
+WHERE TraceId IN {traces:Array(String)} AND SpanAttributes[{key:String}] = 'true'
 """
 
 
@@ -133,6 +141,17 @@ def conversations(store: Store, runs: Sequence[Mapping[str, Any]]) -> dict[str, 
             member = trajectory_to_json(row)
             found.setdefault(member["conversation_id"], []).append(member)
     return found
+
+
+def ended_conversations(store: Store, last_runs: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The conversations whose last run marked them ended (`agenttrail.conversation.ended` on a
+    span of that run's trace, e.g. from `agenttrail.instrumentation.end_conversation()`)."""
+    traces = sorted({run["trace_id"] for run in last_runs.values()})
+    if not traces:
+        return set()
+    rows = store.query(_ENDED, {"traces": traces, "key": CONVERSATION_ENDED})
+    ended = {row[0] for row in rows}
+    return {conversation for conversation, run in last_runs.items() if run["trace_id"] in ended}
 
 
 def _end_s(run: Mapping[str, Any]) -> float:
@@ -243,6 +262,9 @@ def _decide_sessions(
     """A session judge's batch: each quiet conversation judged once, over all its runs."""
     outcome = BatchOutcome()
     members = conversations(store, runs)
+    ended = ended_conversations(
+        store, {conversation: session[-1] for conversation, session in members.items()}
+    )
     clock = time.time() if now is None else now
     decisions: list[tuple[str, str]] = []
     inputs: dict[int, JudgeInput] = {}  # index of the run that carries the verdict -> its input
@@ -257,7 +279,8 @@ def _decide_sessions(
             if not decisions[-1][0]:
                 inputs[index] = _judged(run, references)
             continue
-        if clock - max(_end_s(member) for member in session) < online.session_idle_s:
+        quiet = clock - max(_end_s(member) for member in session) >= online.session_idle_s
+        if not quiet and conversation not in ended:
             decisions.append(("", ""))
             waiting.add(index)  # the conversation may go on: judged when it has been quiet
             continue
