@@ -96,6 +96,7 @@ def test_a_configured_judge_scores_the_run(
     judged = response.results[-1]
     assert (judged.score, judged.explanation, judged.evaluator) == (0.75, "sensible", "accuracy")
     assert (judged.model, judged.prompt_tokens, judged.completion_tokens) == ("judge-model", 321, 20)
+    assert judged.latency_ms > 0  # the model call's time, as stored results carry it
     assert judged.evaluator_version == "2026-11"  # the config's pin, as online results carry
     assert not judged.error
     (sent,) = server.chat_requests()

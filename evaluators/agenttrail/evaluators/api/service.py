@@ -351,6 +351,7 @@ def _judge_result(result: JudgeResult) -> pb.EvaluationResult:
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cost=result.cost,
+        latency_ms=round(result.latency_s * 1000),
     )
     if result.score is not None:
         message.score = result.score
