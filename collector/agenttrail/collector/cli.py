@@ -168,9 +168,10 @@ class SidecarApi:
         return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 
-def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
+def read_via(config: SidecarConfig, server: str | None, *, create: bool = False) -> SidecarApi | Store:
     """Where read commands get their data: an explicit sidecar URL, the sidecar holding the
-    embedded store, or the store itself."""
+    embedded store, or the store itself (`create`: a missing embedded store is created, for
+    commands that write)."""
     if server:
         return SidecarApi(server, config.bearer_token)
     try:
@@ -186,10 +187,11 @@ def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
             if holder is not None and holder.http:
                 scheme = "https" if config.tls_cert else "http"
                 return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)
-            if not location.path.exists():
+            if not create and not location.path.exists():
                 raise NoStore(
-                    f"no store at {location.path}: run `agenttrail serve --store {location.path}` first, "
-                    "or pass --store"
+                    f"no store at {location.path} (the folder does not exist): check --store, or "
+                    f"create the store there first (`agenttrail serve --store {location.path}`, or a "
+                    "command that writes to it)"
                 )
         return Store(location)
     except AgentTrailError as exc:

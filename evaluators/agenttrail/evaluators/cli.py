@@ -154,9 +154,10 @@ SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if 
 
 
 def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
-    """The store itself, for writing commands; refuses politely while serve holds an embedded store."""
+    """The store itself, for writing commands (created if missing); refuses politely while serve
+    holds an embedded store."""
     config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, None)
+    source = read_via(config, None, create=True)
     if isinstance(source, SidecarApi):
         raise click.ClickException(
             f"the store is held by a running sidecar ({source.base_url}); stop it to change references, "

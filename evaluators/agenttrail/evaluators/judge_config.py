@@ -12,6 +12,7 @@
         tasks: []
         failure: any           # any | failed | succeeded
         version: "2026-11"     # optional pin: keeps results under this version across edits
+        session_idle_s: 900    # scope session: a conversation quiet this long is judged (default 15 min)
         options: {scope: session}
 
 Only the online keys are read here; the rest (type, model settings, type options) is handed
@@ -31,7 +32,9 @@ from agenttrail.evaluators.worker import sample_fraction
 
 FailureFilter = Literal["any", "failed", "succeeded"]
 _FAILURE: tuple[FailureFilter, ...] = ("any", "failed", "succeeded")
-ONLINE_KEYS = frozenset({"name", "sample_rate", "agents", "tasks", "failure", "enabled", "version"})
+ONLINE_KEYS = frozenset(
+    {"name", "sample_rate", "agents", "tasks", "failure", "enabled", "version", "session_idle_s"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,7 @@ class JudgeSpec:
     enabled: bool = True
     version: str | None = None  # a pin: results keep this version when the prompt or settings change
     source: str = "config"  # where it was configured, for error messages
+    session_idle_s: float = 900.0  # scope session: judged once its conversation is this quiet
 
     def filtered_by(self, agent: str, task: str, failed: bool) -> str:
         """Which filter keeps this run from the judge ('' when none does)."""
@@ -89,6 +93,9 @@ class JudgeSpec:
         version = item.get("version")
         if version is not None and (not isinstance(version, str | int) or not str(version).strip()):
             raise ConfigError(f"{where}: key 'version' must be a non-empty string, got {version!r}")
+        idle = item.get("session_idle_s", 900.0)
+        if isinstance(idle, bool) or not isinstance(idle, int | float) or idle < 0:
+            raise ConfigError(f"{where}: key 'session_idle_s' must be a number of seconds >= 0, got {idle!r}")
         options = {**defaults, **{key: value for key, value in item.items() if key not in ONLINE_KEYS}}
         return cls(
             name=name,
@@ -100,6 +107,7 @@ class JudgeSpec:
             enabled=enabled,
             version=None if version is None else str(version),
             source=source,
+            session_idle_s=float(idle),
         )
 
 

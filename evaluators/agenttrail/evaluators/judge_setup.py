@@ -21,7 +21,7 @@ def build_online_judge(spec: JudgeSpec, pool: ClientPool | None = None) -> Onlin
     definition = JudgeDefinition.from_mapping({"name": spec.name, **spec.options}, spec.source)
     judge = (pool or ClientPool()).build(definition, spec.source)
     session = getattr(judge, "scope", "run") == "session"
-    return OnlineJudge(spec, judge, definition.settings.concurrency, session)
+    return OnlineJudge(spec, judge, definition.settings.concurrency, session, spec.session_idle_s)
 
 
 def build_online_judges(config: JudgesConfig, pool: ClientPool | None = None) -> list[OnlineJudge]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from agenttrail.collector.queries import TRAJECTORY_JSON_COLUMNS, trajectory_to_json
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.combined import is_response_judge, store_combined
 from agenttrail.evaluators.judge_runs import BatchOutcome, OnlineJudge, decide_runs, pause_text
 from agenttrail.evaluators.judges.base import BudgetExhausted
 from agenttrail.evaluators.run_queue import RunQueueWorker, pending_runs
@@ -66,6 +67,7 @@ class JudgeWorker(RunQueueWorker):
         self.batch_size = batch_size or max(64, 16 * max((j.concurrency for j in judges), default=1))
         self._clock = clock
         self._ingest_busy = ingest_busy
+        self._responses = [j.name for j in self.judges if is_response_judge(j.judge)]
         self.pauses: dict[str, BudgetExhausted] = {}  # judge name -> the budget error that paused it
         self.counters = JudgeCounters(per_judge={j.name: BatchOutcome() for j in self.judges})
         self._executors = {
@@ -134,8 +136,11 @@ class JudgeWorker(RunQueueWorker):
                 self._executors[online.name],
                 references=self.references(),
                 worker_id=self.worker_id,
+                now=self._clock(),
             )
             self.counters.per_judge[online.name].add(outcome)
+            # multiply_score / avg_score once tool correctness and a response score are both stored
+            store_combined(self.store, [row[0] for row in rows], self._responses)
             decided += outcome.decided
             if outcome.pause is not None:
                 self._pause(online.name, outcome.pause)

@@ -44,7 +44,7 @@ def judges_store(store: Any) -> Any:
 @pytest.fixture
 def add_runs(judges_store: Any) -> Callable[..., list[str]]:
     """Store assembled runs directly (as the assembler would); returns their trace ids."""
-    from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
+    from agenttrail.collector.assembler import ASSEMBLED_COLUMNS
 
     def add(
         count: int = 1,
@@ -57,6 +57,7 @@ def add_runs(judges_store: Any) -> Callable[..., list[str]]:
         traces: list[str] | None = None,
         revision: int = 1,
         roots: dict[str, str] | None = None,
+        tools: list[dict[str, Any]] | None = None,  # the run's available tools
     ) -> list[str]:
         ids = traces or [new_trace_id() for _ in range(count)]
         at = time.time() - age_s
@@ -91,9 +92,11 @@ def add_runs(judges_store: Any) -> Callable[..., list[str]]:
                 "AssembledAt": f"{at:.6f}",
                 "Version": revision,
                 "IsDeleted": 0,
+                "AvailableTools": json.dumps(tools or []),
+                "Incomplete": 0,
             }
-            rows.append(tuple(row[column] for column in TRAJECTORY_COLUMNS))
-        judges_store.insert_rows("trajectories", TRAJECTORY_COLUMNS, rows)
+            rows.append(tuple(row[column] for column in ASSEMBLED_COLUMNS))
+        judges_store.insert_rows("trajectories", ASSEMBLED_COLUMNS, rows)
         return ids
 
     return add

@@ -52,6 +52,7 @@ SCHEDULING_KEYS: Final = frozenset(
         "tasks",
         "failure",
         "always_sample_failures",
+        "session_idle_s",
     }
 )
 """Keys of a judge definition that only the online scheduler reads; offline evaluation ignores them."""
