@@ -219,7 +219,7 @@ class FuzzCases:
                 span.end_time_unix_nano = rng.choice(odd[2:])
             return ("start time", "end time", "start and end times")[which]
         if choice == 3:
-            span.end_time_unix_nano = span.start_time_unix_nano - rng.randrange(1, 10**9)
+            span.end_time_unix_nano = max(0, span.start_time_unix_nano - rng.randrange(1, 10**9))
             return "end before start"
         if choice == 4:
             event = span.events.add(name="odd", time_unix_nano=rng.choice([0, 2**63, 2**64 - 1]))
@@ -539,6 +539,8 @@ def run_fuzz(
         while case.canary is not None and outcome.kind == "refused" and tries < canary_tries:
             time.sleep(0.2)
             outcome, tries = sender.send(case), tries + 1
+        if outcome.violation is None:
+            case.body = b""  # kept only where it reproduces a violation
         with lock:
             outcomes.append(outcome)
             if case.canary is not None and outcome.kind == "accepted":
@@ -546,10 +548,19 @@ def run_fuzz(
             if progress is not None:
                 progress(len(outcomes))
 
+    def client() -> None:
+        # Cases are built as they are sent: a long run never holds them all.
+        while True:
+            with lock:
+                case = next(cases, None)
+            if case is None:
+                return
+            one(case)
+
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(concurrency, thread_name_prefix="fuzz-client") as pool:
-            for future in [pool.submit(one, case) for case in cases]:
+            for future in [pool.submit(client) for _ in range(concurrency)]:
                 future.result()
     finally:
         sender.close()
