@@ -135,7 +135,89 @@ def client_process(
     queue.put((acked, sum(r[1] for r in results), sum(r[2] for r in results), sum(r[3] for r in results)))
 
 
-def bench_overload(seconds: float, clients: int, processes: int, extra_args: list[str]) -> dict[str, float]:
+def open_loop_process(
+    http_address: str,
+    grpc_address: str,
+    requests_per_s: float,
+    threads: int,
+    seconds: float,
+    queue: Any,
+    seed: int,
+) -> None:
+    """Open loop: start a request every 1/`requests_per_s` s whether or not earlier ones were
+    answered (at most `threads` outstanding, half HTTP half gRPC); puts the same tuple as
+    client_process plus the starts the clients could not make (all threads busy)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [agent_request(seed * 100 + i) for i in range(8)]
+    host, port = http_address.rsplit(":", 1)
+    channel = grpc.insecure_channel(grpc_address, options=[("grpc.max_send_message_length", 64 << 20)])
+    export = channel.unary_unary(EXPORT)
+    lock = threading.Lock()
+    acked: list[float] = []
+    counts = {"refused": 0, "sent": 0, "errors": 0, "skipped": 0, "busy": 0}
+
+    def one(index: int) -> None:
+        body = bodies[index % len(bodies)]
+        started = time.perf_counter()
+        outcome = "errors"
+        if index % 2 == 0:
+            connection = http.client.HTTPConnection(host, int(port), timeout=120)
+            try:
+                connection.request(
+                    "POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"}
+                )
+                response = connection.getresponse()
+                response.read()
+                outcome = "acked" if response.status == 200 else "refused"
+            except (OSError, http.client.HTTPException):
+                pass
+            finally:
+                connection.close()
+        else:
+            try:
+                export(body, timeout=120)
+                outcome = "acked"
+            except grpc.RpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    outcome = "refused"
+        with lock:
+            counts["sent"] += 1
+            counts["busy"] -= 1
+            if outcome == "acked":
+                acked.append(time.perf_counter() - started)
+            else:
+                counts[outcome] += 1
+
+    interval = 1.0 / requests_per_s
+    deadline = time.monotonic() + seconds
+    next_start = time.monotonic()
+    index = 0
+    with ThreadPoolExecutor(threads) as pool:
+        while time.monotonic() < deadline:
+            with lock:
+                free = counts["busy"] < threads
+                if free:
+                    counts["busy"] += 1
+                else:
+                    counts["skipped"] += 1
+            if free:
+                pool.submit(one, index)
+            index += 1
+            next_start += interval
+            time.sleep(max(0.0, next_start - time.monotonic()))
+    channel.close()
+    queue.put((acked, counts["refused"], counts["sent"], counts["errors"], counts["skipped"]))
+
+
+def bench_overload(
+    seconds: float,
+    clients: int,
+    processes: int,
+    extra_args: list[str],
+    factor: float = 0.0,
+    calibrate_s: float = 20.0,
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="agenttrail-overload-") as tmp:
         store = Path(tmp) / "store"
         process = subprocess.Popen(
@@ -174,17 +256,68 @@ def bench_overload(seconds: float, clients: int, processes: int, extra_args: lis
                 time.sleep(0.05)
             time.sleep(2)
             idle = rss_mib(process.pid)
-            stored_before = health(info["http"])["stored_spans"]
             queue: Any = multiprocessing.get_context("spawn").Queue()
             per_process = clients // processes
-            started = time.perf_counter()
-            children = [
-                multiprocessing.get_context("spawn").Process(
-                    target=client_process,
-                    args=(info["http"], info["grpc"], per_process, seconds, queue, index),
+            sustainable = 0.0
+            if factor:
+                # What the sidecar stores when the closed-loop clients saturate it: the rate
+                # the open loop then offers `factor` times.
+                calibration = [
+                    multiprocessing.get_context("spawn").Process(
+                        target=client_process,
+                        args=(info["http"], info["grpc"], per_process, calibrate_s, queue, 50 + index),
+                    )
+                    for index in range(processes)
+                ]
+                stored_before = health(info["http"])["stored_spans"]
+                started = time.perf_counter()
+                for child in calibration:
+                    child.start()
+                for _ in calibration:
+                    queue.get(timeout=calibrate_s + 300)
+                for child in calibration:
+                    child.join()
+                sustainable = (health(info["http"])["stored_spans"] - stored_before) / (
+                    time.perf_counter() - started
                 )
-                for index in range(processes)
-            ]
+                while health(info["http"])["queued_spans"]:
+                    time.sleep(0.2)
+            stored_before = health(info["http"])["stored_spans"]
+            started = time.perf_counter()
+            if factor:
+                per_second = factor * max(sustainable, 1.0) / SPANS_PER_REQUEST / processes
+                children = [
+                    multiprocessing.get_context("spawn").Process(
+                        target=open_loop_process,
+                        args=(
+                            info["http"],
+                            info["grpc"],
+                            per_second,
+                            16 * per_process,
+                            seconds,
+                            queue,
+                            index,
+                        ),
+                    )
+                    for index in range(processes)
+                ]
+            else:
+                children = [
+                    multiprocessing.get_context("spawn").Process(
+                        target=client_process,
+                        args=(info["http"], info["grpc"], per_process, seconds, queue, index),
+                    )
+                    for index in range(processes)
+                ]
+            sampler_stop = threading.Event()
+            samples: list[float] = []
+
+            def sample() -> None:
+                while not sampler_stop.wait(0.5):
+                    samples.append(rss_mib(process.pid))
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
             for child in children:
                 child.start()
             outcomes = [queue.get(timeout=seconds + 300) for _ in children]
@@ -192,6 +325,8 @@ def bench_overload(seconds: float, clients: int, processes: int, extra_args: lis
                 child.join()
             elapsed = time.perf_counter() - started
             stored = health(info["http"])["stored_spans"] - stored_before
+            sampler_stop.set()
+            sampler.join()
             peak = rss_mib(process.pid, "VmHWM")
         finally:
             process.terminate()
@@ -208,6 +343,9 @@ def bench_overload(seconds: float, clients: int, processes: int, extra_args: lis
         "failed_requests": sum(outcome[3] for outcome in outcomes),
         "offered_spans_per_s": sent * SPANS_PER_REQUEST / elapsed,
         "stored_spans_per_s": stored / elapsed,
+        "sustainable_spans_per_s": sustainable,
+        "rss_max_under_load_mib": max(samples, default=0.0),
+        "skipped_requests": sum(outcome[4] for outcome in outcomes if len(outcome) > 4),
     }
 
 
@@ -216,9 +354,25 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="how long the clients send")
     parser.add_argument("--clients", type=int, default=32, help="client threads in all")
     parser.add_argument("--processes", type=int, default=4, help="client processes")
+    parser.add_argument(
+        "--factor",
+        type=float,
+        default=0.0,
+        help="open loop: first measure the stored rate with the closed-loop clients for "
+        "--calibrate-s, then offer FACTOR times it for --seconds whatever the answers (e.g. 4)",
+    )
+    parser.add_argument("--calibrate-s", type=float, default=20.0, help="calibration length (with --factor)")
     parser.add_argument("serve_args", nargs="*", help="extra `agenttrail serve` options (after --)")
     args = parser.parse_args()
-    now = bench_overload(args.seconds, args.clients, args.processes, args.serve_args)
+    now = bench_overload(
+        args.seconds, args.clients, args.processes, args.serve_args, args.factor, args.calibrate_s
+    )
+    if args.factor:
+        print(
+            f"open loop at {args.factor:g}x the {now['sustainable_spans_per_s']:,.0f} spans/s stored by "
+            f"saturating closed-loop clients ({args.calibrate_s:.0f} s); {now['skipped_requests']:.0f} "
+            "starts skipped (all client threads waiting)"
+        )
     print(
         f"collector under overload ({args.clients} clients, half OTLP/HTTP half OTLP/gRPC, "
         f"{SPANS_PER_REQUEST}-span requests, {args.seconds:.0f} s, no back-off):"
@@ -242,6 +396,13 @@ def main() -> None:
     ratio = now["offered_spans_per_s"] / max(now["stored_spans_per_s"], 1)
     growth = now["rss_peak_mib"] / max(now["rss_idle_mib"], 1)
     print(f"  offered/stored {ratio:.1f}x; peak/idle RSS {growth:.2f}x")
+    if args.factor:
+        offered = now["offered_spans_per_s"] / max(now["sustainable_spans_per_s"], 1)
+        print(
+            f"  offered/sustainable {offered:.1f}x; "
+            f"RSS max while offered {now['rss_max_under_load_mib']:.0f} MiB "
+            f"({now['rss_max_under_load_mib'] / max(now['rss_idle_mib'], 1):.2f}x idle)"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ naming the holder, and read commands find the running sidecar's HTTP API through
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -18,6 +19,7 @@ import grpc
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
+from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
@@ -32,6 +34,24 @@ if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read 
     from agenttrail.collector.http_receiver import HttpReceiver, PageRoute, ReadRoute
 
 log = logging.getLogger(__name__)
+
+
+def ensure_writable(directory: Path, what: str, option: str) -> None:
+    """Create `directory` and write a probe file in it, or raise ConfigError saying what is wrong
+    and what to do: a read-only mount or missing permission would otherwise surface as a raw
+    OSError from deep inside the lock, the spool or chDB."""
+    probe = directory / f".agenttrail-write-probe-{os.getpid()}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot write the {what} {directory} ({reason}): agenttrail serve keeps its data there. "
+            f"Mount it read-write, give the user running agenttrail (uid {os.geteuid()}) write access "
+            f"(chown/chmod), or choose another directory with {option}"
+        ) from exc
 
 
 class Worker(Protocol):
@@ -113,6 +133,9 @@ class Sidecar:
 
     def start(self) -> None:
         config = self.config
+        if self.location.path is not None:
+            ensure_writable(self.location.path, "embedded store directory", "--store (AGENTTRAIL_STORE)")
+        ensure_writable(self.spool_dir(), "spool directory", "--spool-dir (AGENTTRAIL_SPOOL_DIR)")
         if self._lock is not None:
             self._lock.acquire({"http": config.http, "grpc": config.grpc, "starting": True})
         try:
