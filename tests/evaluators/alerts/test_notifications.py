@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,8 @@ from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_a
 
 from .data import Clock, insert_runs
 from .webhook_server import WebhookServer
+
+DELIVERY_LOGGER = "agenttrail.evaluators.monitoring.alerts.delivery"
 
 SPIKE = {
     "name": "checkout-failures",
@@ -344,3 +347,42 @@ def test_removed_rule_resolves_silently_on_start(
     assert (alert["state"], alert["detail"]) == ("resolved", "the rule was removed from the configuration")
     time.sleep(0.2)
     assert len(webhook.bodies("/hook")) == 1
+
+
+def wait_logged(caplog: pytest.LogCaptureFixture, count: int) -> list[logging.LogRecord]:
+    """The first `count` records of the log channel's logger, waiting for its thread to write them."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        records = [r for r in caplog.records if r.name == DELIVERY_LOGGER]
+        if len(records) >= count:
+            return records
+        time.sleep(0.02)
+    raise AssertionError(f"expected {count} log notification(s), got {caplog.records}")
+
+
+def test_log_channel_says_what_fired_and_what_resolved(
+    alert_store: Any, evaluators: Evaluators, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The `log` channel writes one line per notification, at its configured level while firing
+    and at INFO once resolved, naming the rule, severity, group and summary, and records delivery."""
+    caplog.set_level(logging.INFO, logger=DELIVERY_LOGGER)
+    evaluator, clock = evaluators({"ops-log": {"type": "log", "level": "error"}}, [SPIKE])
+    insert_runs(alert_store, agent="checkout", at=clock.now, count=30, failed=15)
+    evaluator.run_once()
+    (firing,) = wait_logged(caplog, 1)
+    (alert,) = query_alerts(alert_store, AlertFilter())
+    assert firing.levelno == logging.ERROR
+    assert firing.getMessage() == (
+        "alert firing: [FIRING] checkout-failures (critical) agent=checkout: checkout failing at 50% "
+        f"[{alert['fingerprint']}]"
+    )
+    clock.advance(16 * 60)
+    evaluator.run_once()
+    resolved = wait_logged(caplog, 2)[1]
+    assert resolved.levelno == logging.INFO
+    assert resolved.getMessage().startswith("alert resolved: [RESOLVED] checkout-failures (critical)")
+    rows = wait_history(alert_store, "checkout-failures", lambda rows: len(rows) >= 7)
+    assert [(r["channel"], r["notification"]) for r in rows if r["delivery"] == "delivered"] == [
+        ("ops-log", "firing"),
+        ("ops-log", "resolved"),
+    ]
