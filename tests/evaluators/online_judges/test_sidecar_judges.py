@@ -67,7 +67,7 @@ def invoke(*args: str) -> Any:
 
 
 def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
-    start_sidecar: Any, llm: Any, tmp_path: Path, chdb_dir: Path, database: str
+    start_sidecar: Any, llm: Any, tmp_path: Path, chdb_dir: Path, database: str, budget_clock: float
 ) -> None:
     """The sidecar judges live runs until the budget is spent, then /healthz says the judge is
     paused and until when; audit and scores read through the sidecar; backfill refuses politely."""
@@ -81,7 +81,7 @@ def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
         health = json.loads(response.read())
     assert health["status"] == "ok"
     assert health["judges"]["helpful"].startswith("paused: judge budget spent: 300 of 300 tokens per day")
-    assert "resumes at" in health["judges"]["helpful"]
+    assert health["judges"]["helpful"].endswith("judging resumes at 2026-01-01T00:00:00Z")  # budget_clock
 
     where = ["--store", str(chdb_dir), "--database", database, "--config", config]
     done = next(t for t, d in decided.items() if d == "done")
