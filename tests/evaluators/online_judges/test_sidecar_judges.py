@@ -77,8 +77,14 @@ def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
     decided = wait_decided(sidecar, "helpful", traces)
     assert sorted(decided.values()) == ["budget_paused", "budget_paused", "done", "done"]
 
-    with urllib.request.urlopen(f"http://{sidecar.http.address}/healthz", timeout=10) as response:
-        health = json.loads(response.read())
+    # The worker records its pause just after it writes the decisions: wait for the pause.
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(f"http://{sidecar.http.address}/healthz", timeout=10) as response:
+            health = json.loads(response.read())
+        if health["judges"]["helpful"] != "ok" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert health["status"] == "ok"
     assert health["judges"]["helpful"].startswith("paused: judge budget spent: 300 of 300 tokens per day")
     assert health["judges"]["helpful"].endswith("judging resumes at 2026-01-01T00:00:00Z")  # budget_clock
