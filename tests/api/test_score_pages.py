@@ -36,6 +36,7 @@ def scores_store(store: Any) -> Any:
     return store
 
 
+@pytest.mark.timeout(600)  # ClickHouse statements per example; slow on a loaded machine
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     keys=st.lists(KEYS, unique=True, max_size=16),
