@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
+from trajectory_rows import agent_run, store_runs
 
 from console.harness import Console, shoot
 
@@ -71,36 +73,12 @@ def test_live_runs_appear_without_reload(page: Any, console: Console) -> None:
     """A run stored while the page is open appears at the top without reloading."""
     page.goto(f"{console.url}/runs")
     before = page.locator("#run-rows tr").count()
-    columns = ("TraceId", "RootSpanId", "Agent", "AgentVersion", "Task", "Start", "LatencyS", "Failure",
-               "ToolNames", "ToolStatuses", "ToolCalls", "Revision", "AssembledAt", "Version",
-               "IsDeleted")  # fmt: skip
-    import time
-
-    now = f"{time.time():.6f}"
     trace = "f" * 31 + "1"
-    console.store.insert_rows(
-        "trajectories",
-        columns,
-        [
-            (
-                trace,
-                "00000000000000aa",
-                "live-agent",
-                "9.9",
-                "faq",
-                now,
-                0.01,
-                0,
-                ["search_kb"],
-                ["ok"],
-                "[]",
-                1,
-                now,
-                1,
-                0,
-            )
-        ],
-    )
+    live = agent_run(
+        start=time.time(), trace_id=trace, root_span_id="00000000000000aa", agent="live-agent",
+        agent_version="9.9", task="faq", latency_s=0.01, tools=["search_kb"],
+    )  # fmt: skip
+    store_runs(console.store, [live])
     page.locator(f'#run-rows tr[data-trace="{trace}"]').wait_for(timeout=15_000)
     assert page.locator("#run-rows tr").first.get_attribute("data-trace") == trace
     assert page.locator("#run-rows tr").count() == before + 1

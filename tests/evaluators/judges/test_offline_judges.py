@@ -181,7 +181,9 @@ def test_tool_correctness_is_the_min_with_the_selection_judge_and_combines_with_
     assert table.stdout.splitlines()[0].split()[-2:] == ["multiply_score", "avg_score"]
 
 
-def test_spent_budget_turns_the_rest_into_errors(serve: Serve, dataset: Path, tmp_path: Path) -> None:
+def test_spent_budget_turns_the_rest_into_errors(
+    serve: Serve, dataset: Path, tmp_path: Path, budget_clock: float
+) -> None:
     """When the budget is spent mid-way, the remaining rows are judge errors saying so, not dropped."""
     llm = serve(by_request)
     judges = tmp_path / "judges.yaml"
@@ -196,6 +198,9 @@ def test_spent_budget_turns_the_rest_into_errors(serve: Serve, dataset: Path, tm
     assert document["instances"][0]["judges"]["done"]["score"] == 1.0
     error = document["instances"][1]["judges"]["done"]["error"]
     assert error.startswith("not judged: judge budget spent: 120 of 50 tokens per hour")
+    assert error.endswith(
+        "since 2025-12-31T23:00:00Z; judging resumes at 2026-01-01T00:00:00Z"
+    )  # budget_clock
     assert "judge error: row 1, judge done: not judged" in result.stderr
     assert len(llm.chat_requests()) == 1
 

@@ -103,10 +103,16 @@ class TestOpenAIMessages:
             (None, None),
             ({"a": 1}, {"a": 1}),
             ([{"type": "text", "text": '{"a"'}, {"type": "text", "text": ": 1}"}], {"a": 1}),
+            ([{"type": "input_text", "text": "7"}], [{"type": "input_text", "text": "7"}]),
+            (
+                [{"type": "image_url", "image_url": {"url": "u"}}],
+                [{"type": "image_url", "image_url": {"url": "u"}}],
+            ),
         ],
     )
     def test_tool_content(self, content: object, output: object) -> None:
-        """Content holding JSON is parsed (big ints exactly), other strings stay strings, text parts join."""
+        """Content holding JSON is parsed (big ints exactly), other strings stay strings, text parts
+        join; a list with any part that is not a text part stays the list it is."""
         assert parse_trajectory([_assistant(("c1", "a", "{}")), _tool("c1", content)])[0].output == output
 
     @pytest.mark.parametrize(

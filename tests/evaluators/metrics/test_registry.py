@@ -80,7 +80,15 @@ class TestParse:
             ),
             (
                 "tool_correctness:evaluation_params=output,strict_mode=true",
-                {"evaluation_params": ("output",)},
+                {"evaluation_params": ("output",), "strict_mode": True},
+            ),
+            (
+                "tool_correctness:threshold=0,strict_mode=False,evaluation_params=input_parameters|output",
+                {"threshold": 0.0, "strict_mode": False, "evaluation_params": ("input_parameters", "output")},
+            ),
+            (
+                "tool_correctness:threshold=1,should_exact_match=false,evaluation_params=input_parameters",
+                {"threshold": 1.0, "should_exact_match": False, "evaluation_params": ("input_parameters",)},
             ),
             ("tool_correctness:evaluation_params=", {"evaluation_params": ()}),
             ("latency", {}),

@@ -67,7 +67,7 @@ def invoke(*args: str) -> Any:
 
 
 def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
-    start_sidecar: Any, llm: Any, tmp_path: Path, chdb_dir: Path, database: str
+    start_sidecar: Any, llm: Any, tmp_path: Path, chdb_dir: Path, database: str, budget_clock: float
 ) -> None:
     """The sidecar judges live runs until the budget is spent, then /healthz says the judge is
     paused and until when; audit and scores read through the sidecar; backfill refuses politely."""
@@ -77,11 +77,17 @@ def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
     decided = wait_decided(sidecar, "helpful", traces)
     assert sorted(decided.values()) == ["budget_paused", "budget_paused", "done", "done"]
 
-    with urllib.request.urlopen(f"http://{sidecar.http.address}/healthz", timeout=10) as response:
-        health = json.loads(response.read())
+    # The worker records its pause just after it writes the decisions: wait for the pause.
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(f"http://{sidecar.http.address}/healthz", timeout=10) as response:
+            health = json.loads(response.read())
+        if health["judges"]["helpful"] != "ok" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert health["status"] == "ok"
     assert health["judges"]["helpful"].startswith("paused: judge budget spent: 300 of 300 tokens per day")
-    assert "resumes at" in health["judges"]["helpful"]
+    assert health["judges"]["helpful"].endswith("judging resumes at 2026-01-01T00:00:00Z")  # budget_clock
 
     where = ["--store", str(chdb_dir), "--database", database, "--config", config]
     done = next(t for t, d in decided.items() if d == "done")
