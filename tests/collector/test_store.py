@@ -84,9 +84,9 @@ def test_newest_runs_read_the_start_ordered_projection(store: Any) -> None:
     """`ORDER BY Start DESC LIMIT n` over trajectories (the console's runs pages) reads the
     by_start projection, not every row's Start in the trace-id-sorted table; after a merge drops
     an old version, the projection drops it too (it is rebuilt, not left stale)."""
-    from agenttrail.collector.assembler import ASSEMBLED_COLUMNS, _deletion_row
+    from agenttrail.collector.assembler import ASSEMBLED_COLUMNS, deletion_row
 
-    base = list(_deletion_row("t", "r", time.time(), 0))
+    base = list(deletion_row("t", "r", time.time(), 0))
     is_deleted, start, version, task = (
         ASSEMBLED_COLUMNS.index(c) for c in ("IsDeleted", "Start", "Version", "Task")
     )
