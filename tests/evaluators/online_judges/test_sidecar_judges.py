@@ -1,5 +1,5 @@
 """Judges configured in the sidecar's config file: judged online, budget in /healthz, audit and
-scores read through the running sidecar, backfill refused while serve holds the store."""
+scores read through the running sidecar, backfill run by the sidecar while it holds the store."""
 
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
     start_sidecar: Any, llm: Any, tmp_path: Path, chdb_dir: Path, database: str
 ) -> None:
     """The sidecar judges live runs until the budget is spent, then /healthz says the judge is
-    paused and until when; audit and scores read through the sidecar; backfill refuses politely."""
+    paused and until when; audit and scores read through the sidecar; backfill, run by the sidecar,
+    shares the online judge's budget and stops on it."""
     config = write_config(tmp_path, llm, budget={"tokens_per_day": 300})  # two calls of 150 tokens
     sidecar = start_sidecar(config_file=config)
     traces = [send_run(sidecar) for _ in range(4)]
@@ -107,9 +108,12 @@ def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
         30,
     )
 
-    refused = invoke("backfill", "--judge", "helpful", "--since", "1d", *where)
-    assert refused.exit_code != 0
-    assert "held by a running sidecar" in refused.output
+    # backfill runs in the sidecar, on the online judge's client: the budget spent online stops it
+    stopped = invoke("backfill", "--judge", "helpful", "--since", "2020-01-01", *where)
+    assert stopped.exit_code == 1, stopped.output
+    assert "backfill runs in the sidecar at http://" in stopped.output
+    assert "stopped: judge budget spent: 300 of 300 tokens per day" in stopped.output
+    assert "2 run(s) stay pending" in stopped.output
 
 
 def test_backfill_command_judges_past_runs(
@@ -145,3 +149,114 @@ def test_backfill_command_judges_past_runs(
     unknown = invoke("backfill", "--judge", "nobody", "--since", "2020-01-01", *where)
     assert unknown.exit_code != 0
     assert "no judge named 'nobody'" in unknown.output
+
+
+def write_judges(path: Path, llm: Any, *judges: dict[str, Any], lookback_s: int = 86_400) -> None:
+    """The config file with these judges (trajectory_accuracy on the local model unless given)."""
+    items = [
+        {"type": "trajectory_accuracy", "options": {"continuous": True}, "concurrency": 1, **j}
+        for j in judges
+    ]
+    document = {
+        "evaluators": {"poll_interval_s": 0.1, "lookback_s": lookback_s},
+        "judge_defaults": {"base_url": llm.base_url, "model": "judge-model", "api_key": "test"},
+        "judges": items,
+    }
+    path.write_text(yaml.safe_dump(document))
+
+
+def judges_in_force(*where: str) -> dict[str, dict[str, Any]]:
+    listed = invoke("judges", "list", *where, "--format", "json")
+    assert listed.exit_code == 0, listed.output
+    return {row["name"]: row for row in map(json.loads, listed.output.splitlines())}
+
+
+def test_judges_reload_and_backfill_go_through_serve(
+    start_sidecar: Any,
+    llm: Any,
+    add_runs: Any,
+    decisions_of: Any,
+    tmp_path: Path,
+    chdb_dir: Path,
+    database: str,
+) -> None:
+    """While serve holds the store: a judge added to the config file is unknown to backfill until
+    `judges reload`; then serve judges new runs with it and `backfill` judges the old ones through
+    serve. A bad edit is refused (exit 3, naming the key) and the judge in force keeps judging; an
+    edit not yet reloaded makes backfill refuse rather than use the old judge."""
+    old = add_runs(3, age_s=2 * 86400) + add_runs(1, age_s=2 * 86400, agent="other")
+    config = tmp_path / "agenttrail.yaml"
+    write_judges(config, llm)  # no judges yet
+    sidecar = start_sidecar(config_file=str(config))
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(config)]
+    assert judges_in_force(*where) == {}
+
+    write_judges(config, llm, {"name": "helpful", "agents": ["bot"]})
+    unknown = invoke("backfill", "--judge", "helpful", "--since", "7d", *where)
+    assert unknown.exit_code == 1, unknown.output
+    assert "no judge named 'helpful'" in unknown.output
+    assert "run `agenttrail judges reload` first" in unknown.output
+
+    reloaded = invoke("judges", "reload", *where)
+    assert reloaded.exit_code == 0, reloaded.output
+    assert "1 added (helpful), 0 changed, 0 removed, 0 unchanged" in reloaded.output
+    first = judges_in_force(*where)["helpful"]
+    assert (first["enabled"], first["agents"], first["sample_rate"]) == (True, ["bot"], 1.0)
+    live = send_run(sidecar)
+    assert wait_decided(sidecar, "helpful", [live]) == {live: "done"}, "serve judges with the reloaded judge"
+
+    dry = invoke("backfill", "--judge", "helpful", "--since", "7d", "--dry-run", *where)
+    assert dry.exit_code == 0, dry.output
+    assert (
+        f"4 run(s) not yet decided by helpful@{first['version']}: 3 would be judged, 1 filtered" in dry.output
+    )
+    done = invoke("backfill", "--judge", "helpful", "--since", "7d", *where)
+    assert done.exit_code == 0, done.output
+    assert "backfill runs in the sidecar" in done.output
+    assert "4 run(s) decided: 3 judged, 0 error(s), 1 filtered" in done.output
+    decided = decisions_of(sidecar.store, "helpful")
+    assert sorted(decided[trace][0] for trace in old) == ["done", "done", "done", "filtered"]
+    again = invoke("backfill", "--judge", "helpful", "--since", "7d", *where)
+    assert "0 run(s) decided" in again.output
+
+    for bad, key in (({"sample_rate": 2}, "sample_rate"), ({"type": "nonsense"}, "nonsense")):
+        write_judges(config, llm, {"name": "helpful", "agents": ["bot"], **bad})
+        refused = invoke("judges", "reload", *where)
+        assert refused.exit_code == 3, refused.output
+        assert key in refused.output
+        assert "the judges in force are unchanged" in refused.output
+        assert judges_in_force(*where)["helpful"] == first
+    later = send_run(sidecar)
+    assert wait_decided(sidecar, "helpful", [later]) == {later: "done"}, "the judge in force still judges"
+
+    write_judges(config, llm, {"name": "helpful", "agents": ["bot"], "model": "judge-model-2"})
+    stale = invoke("backfill", "--judge", "helpful", "--since", "7d", *where)
+    assert stale.exit_code == 1, stale.output
+    assert "differs from the one the running sidecar has in force" in stale.output
+    changed = invoke("judges", "reload", *where)
+    assert "0 added, 1 changed (helpful)" in changed.output, changed.output
+    second = judges_in_force(*where)["helpful"]
+    assert (second["model"], second["version"] != first["version"]) == ("judge-model-2", True)
+    rejudged = invoke("backfill", "--judge", "helpful", "--since", "7d", *where)
+    # the old runs again, under the new version (the live ones started long before 7d: OTLP builders' clock)
+    assert f"backfill helpful@{second['version']}: 4 run(s) decided: 3 judged" in rejudged.output, (
+        rejudged.output
+    )
+
+
+def test_judges_reload_without_serve_checks_the_file(
+    llm: Any, tmp_path: Path, chdb_dir: Path, database: str
+) -> None:
+    """With no sidecar running, `judges reload` checks the section as serve would at start: valid
+    (exit 0, says nothing was reloaded) or refused (exit 3, naming the judge and key)."""
+    config = tmp_path / "agenttrail.yaml"
+    write_judges(config, llm, {"name": "helpful"}, {"name": "off", "enabled": False})
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(config)]
+    checked = invoke("judges", "reload", *where)
+    assert checked.exit_code == 0, checked.output
+    assert "nothing to reload" in checked.output
+    assert "2 judge(s) valid, 1 enabled (helpful)" in checked.output
+    write_judges(config, llm, {"name": "helpful", "failure": "sometimes"})
+    refused = invoke("judges", "reload", *where)
+    assert refused.exit_code == 3
+    assert "judge 'helpful': key 'failure' must be one of" in refused.output
