@@ -39,6 +39,7 @@ from starlette.routing import Route
 from agenttrail.collector.auth import bearer_ok
 from agenttrail.collector.errors import AgentTrailError, ConfigError
 from agenttrail.collector.queries import QueryError, TrajectoryFilter
+from agenttrail.evaluators.admin_routes import ADMIN_PREFIX, REFERENCES_ROUTE
 from agenttrail.evaluators.backfill_jobs import BackfillBusy, BackfillJob, BackfillJobs
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import ReferenceSetError, parse_reference_set
@@ -47,9 +48,6 @@ if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.judge_setup import LiveJudges
-
-ADMIN_PREFIX = "/api/v1/admin"
-REFERENCES_ROUTE = "/api/v1/references"
 
 
 def reference_rows(store: Store) -> list[dict[str, Any]]:

@@ -185,7 +185,7 @@ def references_load(file: str, store: str | None, database: str | None, config_f
     """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task.
 
     While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references)."""
-    from agenttrail.evaluators.admin_api import ADMIN_PREFIX
+    from agenttrail.evaluators.admin_routes import ADMIN_PREFIX
     from agenttrail.evaluators.reference_store import store_reference_set
     from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 
@@ -218,10 +218,15 @@ def references_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str
 ) -> None:
     """The current reference of every task (through `serve` while it holds the store)."""
-    from agenttrail.evaluators.admin_api import REFERENCES_ROUTE, reference_rows
+    from agenttrail.evaluators.admin_routes import REFERENCES_ROUTE
+
+    def local(source: Store) -> list[dict[str, Any]]:
+        from agenttrail.evaluators.admin_api import reference_rows  # Starlette: only when needed
+
+        return reference_rows(source)
 
     config = config_from({"store": store, "database": database}, config_file)
-    rows = read_rows(config, None, REFERENCES_ROUTE, {}, reference_rows, ALL_MIGRATIONS)
+    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,

@@ -196,7 +196,7 @@ def _backfill_in_sidecar(
     api: SidecarApi, spec: JudgeSpec, runs: TrajectoryFilter, dry_run: bool
 ) -> dict[str, Any]:
     """The sidecar holds the store: start the job there, follow it, cancel it on Ctrl-C."""
-    from agenttrail.evaluators.admin_api import ADMIN_PREFIX as ADMIN
+    from agenttrail.evaluators.admin_routes import ADMIN_PREFIX as ADMIN
 
     body = {"judge": spec.name, "fingerprint": spec.fingerprint, "runs": runs.to_params(), "dry_run": dry_run}
     job = api.post_json(f"{ADMIN}/backfill", body)
@@ -242,7 +242,7 @@ def judges_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str, server: str | None
 ) -> None:
     """The judges with their versions: those in force in the running sidecar, else the config file's."""
-    from agenttrail.evaluators.judge_setup import JUDGES_ROUTE
+    from agenttrail.evaluators.admin_routes import JUDGES_ROUTE
 
     config = config_from({"store": store, "database": database}, config_file)
     api = running_sidecar(config, server)
@@ -309,7 +309,7 @@ def judges_reload(
             "serve takes them when it starts"
         )
         return
-    from agenttrail.evaluators.admin_api import ADMIN_PREFIX
+    from agenttrail.evaluators.admin_routes import ADMIN_PREFIX
 
     answer = api.post_json(f"{ADMIN_PREFIX}/judges/reload", {})
     if config_file and Path(config_file).resolve() != Path(answer["config_file"]):

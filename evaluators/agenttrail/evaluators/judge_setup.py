@@ -17,6 +17,7 @@ from typing import Any
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.admin_routes import JUDGES_ROUTE
 from agenttrail.evaluators.audit import AuditSubject, audit_params, audit_run
 from agenttrail.evaluators.judge_config import JudgesConfig, JudgeSpec
 from agenttrail.evaluators.judge_runs import OnlineJudge
@@ -64,8 +65,6 @@ def audit_subjects(
         )
     return subjects
 
-
-JUDGES_ROUTE = "/api/v1/judges"
 
 # Judging waits while this many spans are queued for storage (an ingest burst is being absorbed).
 INGEST_BACKLOG_SPANS = 5_000
