@@ -215,3 +215,35 @@ def test_drift_compare_and_references_pages_render(page: Any, console: Console) 
     tasks = page.locator("tbody tr td:first-child").all_inner_texts()
     assert tasks == ["faq", "order_status", "refund"]
     shoot(page, "references")
+
+
+def test_drift_findings_link_to_example_runs_that_show_the_change(page: Any, console: Console) -> None:
+    """Each drifted finding lists example runs of its recent window; the failure-rate finding's are
+    failed runs inside that window, and following one opens that run's page."""
+    page.goto(f"{console.url}/drift")
+    drifted = page.locator("tr.drifted", has_text="failure_rate").first
+    links = drifted.locator("a.example-run")
+    assert links.count() >= 1
+    traces = [
+        href.rsplit("/", 1)[1]
+        for href in (links.nth(i).get_attribute("href") or "" for i in range(links.count()))
+    ]
+    assert "failed:" in drifted.locator("ul.examples").inner_text()
+    window = console.store.query(
+        "SELECT toUnixTimestamp64Milli(WindowStart), toUnixTimestamp64Milli(WindowEnd) FROM drift_events "
+        "WHERE Metric = 'failure_rate' AND Drifted ORDER BY DetectedAt DESC LIMIT 1"
+    )[0]
+    rows = console.store.query(
+        "SELECT TraceId, Failure, toUnixTimestamp64Milli(Start) FROM trajectories FINAL "
+        "WHERE TraceId IN {ids:Array(String)}",
+        {"ids": traces},
+    )
+    assert {row[0] for row in rows} == set(traces)
+    assert all(failure == 1 and window[0] <= start <= window[1] for _, failure, start in rows)
+    for row in page.locator("tr.drifted").all():
+        assert row.locator("a.example-run").count() >= 1, row.inner_text()
+    shoot(page, "drift-examples")
+    links.first.click()
+    page.wait_for_url(re.compile(f"/runs/{traces[0]}$"))
+    assert traces[0] in page.content()
+    shoot(page, "drift-example-run")

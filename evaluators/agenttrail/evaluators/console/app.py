@@ -36,6 +36,7 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.audit import AuditSubject
 from agenttrail.evaluators.console import charts
 from agenttrail.evaluators.console.compare import compare_versions
+from agenttrail.evaluators.console.drift_examples import example_runs
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.console.references_page import (
     ReferenceFormError,
@@ -326,6 +327,12 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
             for key in ("at", "window_start", "window_end"):
                 finding[key] = finding[key] / 1000
             finding["detail"] = _detail(finding["detail"])
+
+        def examples(s: Store) -> None:
+            for finding in findings:  # drifted ones: a few runs each that show the change
+                finding["examples"] = example_runs(s, finding) if finding["drifted"] else []
+
+        await store.run(examples)
         return page(request, "drift.html", findings=findings, agent=agent_name)
 
     async def alerts(request: Request) -> Response:
