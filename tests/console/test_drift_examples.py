@@ -44,8 +44,8 @@ def runs(store: Any) -> dict[str, str]:
             "Start": f"{NOW - age:.6f}", "LatencyS": latency, "Failure": int(failed),
             "ErrorType": "Timeout" if failed else "", "Input": "{}", "Output": "{}", "InputTokens": 0,
             "OutputTokens": 0, "ToolCount": len(tools), "ToolNames": tools,
-            "ToolStatuses": ["ok"] * len(tools), "ToolCalls": json.dumps(calls), "SpanCount": 1 + len(tools), "Revision": 1,
-            "AssembledAt": f"{NOW:.6f}", "Version": 1, "IsDeleted": 0,
+            "ToolStatuses": ["ok"] * len(tools), "ToolCalls": json.dumps(calls), "SpanCount": 1 + len(tools),
+            "Revision": 1, "AssembledAt": f"{NOW:.6f}", "Version": 1, "IsDeleted": 0,
         }  # fmt: skip
         rows.append(tuple(row[column] for column in TRAJECTORY_COLUMNS))
         scores.append((trace, root, "helpful", "judge-v1", score))
