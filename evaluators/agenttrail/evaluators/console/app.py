@@ -74,6 +74,9 @@ class ConsoleSettings:
         return [AuditSubject("trajectory", version, version), *self.judges]
 
 
+INTERVAL_KEYS = ("a_since", "a_until", "b_since", "b_until")  # the compare page's intervals
+
+
 class _StoreAccess:
     """One store client for the app, opened on first use, used by one thread at a time."""
 
@@ -373,8 +376,14 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
     async def compare(request: Request) -> Response:
         agent_name = request.query_params.get("agent", "")
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        view = await store.run(lambda s: compare_versions(s, agent_name, a, b))
-        return page(request, "compare.html", view=view)
+        given = {key: request.query_params.get(key, "").strip() for key in INTERVAL_KEYS}
+        try:  # each side's interval: ISO 8601 or a duration back from now (7d), as the runs filter
+            moments = {key: parse_time(value) if value else None for key, value in given.items()}
+        except QueryError as exc:
+            return problem(request, f"compare interval: {exc}")
+        intervals = {side: (moments[f"{side}_since"], moments[f"{side}_until"]) for side in ("a", "b")}
+        view = await store.run(lambda s: compare_versions(s, agent_name, a, b, intervals))
+        return page(request, "compare.html", view=view, given=given)
 
     async def references(request: Request) -> Response:
         rows = await store.run(reference_list)
