@@ -99,7 +99,13 @@ class BackfillJobs:
         try:
             store = self._store_factory()
             report = backfill(
-                store, online, runs, dry_run=dry_run, progress=progress, stopping=job.cancel.is_set
+                store,
+                online,
+                runs,
+                dry_run=dry_run,
+                batch_size=max(8, 4 * online.concurrency),  # small batches: a cancel takes effect soon
+                progress=progress,
+                stopping=job.cancel.is_set,
             )
             job.report = report.to_json()
             job.state = "cancelled" if job.cancel.is_set() else "done"

@@ -352,3 +352,49 @@ def test_sighup_reloads_the_judges_of_a_serve_process(llm: Any, tmp_path: Path) 
     assert "judges reloaded from" in logged
     assert "reload refused, the settings in force stay as they were" in logged
     assert "key 'sample_rate' must be a number from 0 to 1" in logged
+
+
+def admin(sidecar: Any, path: str, body: dict[str, Any] | None = None, token: str = "s3cret") -> Any:
+    """(status, JSON answer) of the sidecar's admin API."""
+    import urllib.error
+
+    data = None if body is None else json.dumps(body).encode()
+    call = urllib.request.Request(f"http://{sidecar.http.address}/api/v1/admin{path}", data=data)
+    call.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(call, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_a_backfill_job_in_serve_is_one_per_judge_cancellable_and_behind_the_token(
+    start_sidecar: Any, llm: Any, add_runs: Any, tmp_path: Path
+) -> None:
+    """The admin API runs one backfill per judge (a second is 409 naming the first), cancels it
+    between batches on request (what the CLI sends on Ctrl-C), and refuses everything without the
+    bearer token."""
+    import dataclasses
+
+    add_runs(20, age_s=2 * 86400)
+    config = tmp_path / "agenttrail.yaml"
+    write_judges(config, llm, {"name": "helpful"})
+    answer = llm.responder
+    llm.responder = lambda request: dataclasses.replace(answer(request), delay_s=0.1)
+    sidecar = start_sidecar(config_file=str(config), bearer_token="s3cret")
+    body = {"judge": "helpful", "runs": {"since": "2020-01-01T00:00:00+00:00", "limit": "100"}}
+    assert admin(sidecar, "/judges/reload", {}, token="wrong")[0] == 401
+    assert admin(sidecar, "/backfill", body, token="wrong")[0] == 401
+    status, job = admin(sidecar, "/backfill", body)
+    assert (status, job["state"]) == (202, "running")
+    busy, refused = admin(sidecar, "/backfill", body)
+    assert busy == 409
+    assert job["id"] in refused["message"]
+    wait_for(lambda: admin(sidecar, f"/backfill/{job['id']}")[1]["report"]["decided"] > 0, "a first batch")
+    assert admin(sidecar, f"/backfill/{job['id']}/cancel", {})[0] == 200
+    ended = wait_for(
+        lambda: (j := admin(sidecar, f"/backfill/{job['id']}")[1])["state"] != "running" and j, "cancellation"
+    )
+    assert ended["state"] == "cancelled"
+    assert 0 < ended["report"]["decided"] < 20, "stopped between batches, what was decided kept"
+    assert admin(sidecar, "/backfill/nope")[0] == 404
