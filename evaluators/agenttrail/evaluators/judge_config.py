@@ -21,8 +21,10 @@ to the judge registry (judges/registry.py), which validates it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +53,14 @@ class JudgeSpec:
     version: str | None = None  # a pin: results keep this version when the prompt or settings change
     source: str = "config"  # where it was configured, for error messages
     session_idle_s: float = 900.0  # scope session: judged once its conversation is this quiet
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of everything configured for this judge: the CLI sends it with a backfill so a
+        running sidecar can say when its judge differs from the one in the user's file."""
+        fields = {key: value for key, value in asdict(self).items() if key != "source"}
+        text = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def filtered_by(self, agent: str, task: str, failed: bool) -> str:
         """Which filter keeps this run from the judge ('' when none does)."""
