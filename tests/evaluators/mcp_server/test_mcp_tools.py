@@ -126,7 +126,7 @@ def http_client(url: str, token: str | None) -> Callable[[], Any]:
     return Connection
 
 
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+async def call(client: Client, tool: str, /, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, f"{tool} {arguments}: {result.content}"
     assert result.structured_content is not None
@@ -236,8 +236,34 @@ def test_errors_a_model_can_act_on(served: str) -> None:
         assert empty["runs"] == []
         assert empty["why_empty"].startswith("filter task='refnd' left no runs (120 matched")
         assert "refund" in empty["why_empty"].split("known task values:")[1]
+        versions = await client.call_tool("compare_versions", {"agent": "support-agent", "version_a": "0.9"})
+        assert versions.is_error
+        assert "has no version '0.9'; its versions: 1.0, 1.1" in versions.content[0].text  # type: ignore[union-attr]
 
     run_with(http_client(served, TOKEN), check)
+
+
+def test_get_run_gives_spans_only_when_asked(served: str) -> None:
+    """A run's answer holds its trajectory, not its spans; spans=true adds the span tree with
+    attributes, where the failed refund's span is marked as an error."""
+
+    async def check(client: Client) -> tuple[dict[str, Any], dict[str, Any]]:
+        failed = await call(
+            client, "search_runs", version="1.1", task="refund", tool="issue_refund", status="failed"
+        )
+        run_id = failed["runs"][0]["run_id"]
+        return await call(client, "get_run", run_id=run_id), await call(
+            client, "get_run", run_id=run_id, spans=True
+        )
+
+    compact, full = run_with(http_client(served, TOKEN), check)
+    assert "spans" not in compact
+    assert len(full["spans"]) == full["span_count"] == compact["span_count"] > 2
+    refund = [span for span in full["spans"] if "issue_refund" in span["name"]]
+    assert len(refund) == 1
+    assert refund[0]["error"] is True
+    assert refund[0]["depth"] == 1
+    assert refund[0]["attributes"]
 
 
 REFUSED_SQL = [

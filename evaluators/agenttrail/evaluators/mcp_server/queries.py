@@ -25,6 +25,7 @@ _T = TypeVar("_T")
 TEXT_CHARS = 300  # inputs, outputs and explanations are cut to this in tool answers
 SQL_MAX_ROWS = 1000
 SQL_TIMEOUT_S = 10
+MAX_SPANS = 200  # get_run(spans=True): the first spans of the waterfall
 
 
 class ToolInputError(ValueError):
@@ -215,7 +216,7 @@ _VERSIONS = "SELECT RootSpanId, AgentVersion FROM trajectories FINAL WHERE Trace
 
 
 def get_run(
-    store: Store, run_id: str, default_metrics: Sequence[str], *, full_io: bool = False
+    store: Store, run_id: str, default_metrics: Sequence[str], *, full_io: bool = False, spans: bool = False
 ) -> dict[str, Any]:
     """One trace's runs: trajectory, alignment with the reference, scores, judge reasons, errors."""
     from agenttrail.evaluators.console.run_page import trace_page
@@ -304,12 +305,30 @@ def get_run(
                 ],
             }
         )
-    return {
+    answer: dict[str, Any] = {
         "run_id": trace_id,
         "runs": runs,
-        "spans": len(page.spans),
+        "span_count": len(page.spans),
         "duration_ms": _number(page.duration_ms, 1),
     }
+    if spans:
+        start = min((span.start_ns for span in page.spans), default=0)
+        answer["spans"] = [
+            {
+                "span_id": span.span_id,
+                "parent": span.parent,
+                "depth": span.depth,
+                "name": span.name,
+                "start_ms": _number((span.start_ns - start) / 1e6, 2),
+                "duration_ms": _number(span.duration_ns / 1e6, 2),
+                "error": span.error,
+                **({"status_message": _cut(span.status_message)} if span.status_message else {}),
+                "attributes": {key: _cut(value, 200) for key, value in span.attributes.items()},
+                **({"events": span.events} if span.events else {}),
+            }
+            for span in page.spans[:MAX_SPANS]
+        ]
+    return answer
 
 
 # -- versions, drift, alerts, metrics --------------------------------------------------------------

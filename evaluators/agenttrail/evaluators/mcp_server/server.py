@@ -111,11 +111,15 @@ def build_server(open_store: Callable[[], Store], default_metrics: Sequence[str]
     def get_run(
         run_id: Annotated[str, Field(description="trace id, or its first 8+ hex characters")],
         full_io: Annotated[bool, Field(description="longer inputs and outputs (4000 characters)")] = False,
+        spans: Annotated[bool, Field(description="also the spans, with their attributes as stored")] = False,
     ) -> dict[str, Any]:
         """One run: its tool calls in order (status, error, input, output), their alignment with the
         task's reference trajectory (matched, wrong_arguments, extra, missing...), scores, judge
-        verdicts with reasons, and errors. An unknown id answers with the closest stored ids."""
-        return answer(lambda store: queries.get_run(store, run_id, default_metrics, full_io=full_io))
+        verdicts with reasons, and errors; with spans, the span tree (up to 200) and attributes.
+        An unknown id answers with the closest stored ids."""
+        return answer(
+            lambda store: queries.get_run(store, run_id, default_metrics, full_io=full_io, spans=spans)
+        )
 
     @server.tool(annotations=READ_ONLY)
     def compare_versions(
