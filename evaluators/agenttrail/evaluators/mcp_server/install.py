@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.mcp_server.http import PREFIX, McpHttpApp
-from agenttrail.evaluators.mcp_server.server import build_server
 from agenttrail.evaluators.worker import EvaluatorConfig
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 
 def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
-    """Mount the MCP app; its tools read through clients of the sidecar's store (opened on use)."""
-    logging.getLogger("mcp").setLevel(logging.WARNING)  # it logs each tool error at INFO
-    server = build_server(sidecar.new_store, EvaluatorConfig.from_file(config_file).metrics)
+    """Mount the MCP app; the server (and the SDK) load on its first request."""
+    metrics = EvaluatorConfig.from_file(config_file).metrics
+
+    def build() -> MCPServer:
+        from agenttrail.evaluators.mcp_server.server import build_server
+
+        logging.getLogger("mcp").setLevel(logging.WARNING)  # it logs each tool error at INFO
+        return build_server(sidecar.new_store, metrics)  # its tools open store clients on use
+
     host = sidecar.config.http.rpartition(":")[0].strip("[]") or "0.0.0.0"
-    sidecar.mount_app(PREFIX, McpHttpApp(server, bearer_token=sidecar.config.bearer_token, listen_host=host))
+    sidecar.mount_app(PREFIX, McpHttpApp(build, bearer_token=sidecar.config.bearer_token, listen_host=host))
