@@ -236,6 +236,8 @@ def test_errors_a_model_can_act_on(served: str) -> None:
         assert empty["runs"] == []
         assert empty["why_empty"].startswith("filter task='refnd' left no runs (120 matched")
         assert "refund" in empty["why_empty"].split("known task values:")[1]
+        unheard = await call(client, "search_runs", task="refund", text="no such phrase anywhere")
+        assert unheard["why_empty"].startswith("filter text='no such phrase anywhere' left no runs")
         versions = await client.call_tool("compare_versions", {"agent": "support-agent", "version_a": "0.9"})
         assert versions.is_error
         assert "has no version '0.9'; its versions: 1.0, 1.1" in versions.content[0].text  # type: ignore[union-attr]

@@ -168,7 +168,8 @@ def _why_empty(store: Store, where: Any) -> str:
             applied["below"] = where.below
         count = _count_runs(store, RunsFilter.from_params(applied))
         if count == 0:
-            text = f"filter {name}={value!r} left no runs ({matched} matched the filters before it)"
+            shown = "text" if name == "q" else name  # the tool's name for it
+            text = f"filter {shown}={value!r} left no runs ({matched} matched the filters before it)"
             if name in _FILTER_CHOICES:
                 known = sorted(str(row[0]) for row in store.query(_FILTER_CHOICES[name]) if row[0])
                 text += f"; known {name} values: {', '.join(known[:30])}"
