@@ -30,3 +30,15 @@ def test_rows_stop_at_the_limit(store: Any) -> None:
     assert many["truncated"] is True
     few = run_sql(store.clone(), "SELECT number FROM numbers(3)", 5)
     assert few == {"columns": ["number"], "rows": [[0], [1], [2]], "row_count": 3, "truncated": False}
+
+
+def test_a_long_query_stops_at_the_timeout(store: Any) -> None:
+    """A query that would run for 10 s is stopped by ClickHouse at the timeout, with its reason."""
+    with pytest.raises(StoreError, match="Timeout exceeded"):
+        run_sql(
+            store.clone(),
+            # ~10 s however fast the machine: 16 blocks of 64 rows (the tool's block size), 10 ms a row
+            "SELECT sum(sleepEachRow(0.01)) FROM numbers(1000)",
+            5,
+            timeout_s=1,
+        )

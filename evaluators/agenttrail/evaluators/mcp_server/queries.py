@@ -523,24 +523,24 @@ def metrics_over_time(store: Store, params: dict[str, str]) -> dict[str, Any]:
 # -- SQL -----------------------------------------------------------------------------------------
 
 
-def sql_settings(limit: int) -> dict[str, str | int]:
+def sql_settings(limit: int, timeout_s: int = SQL_TIMEOUT_S) -> dict[str, str | int]:
     """What a user query runs under: read-only, a timeout, and at most `limit` + 1 rows read out."""
     return {
         "readonly": 2,  # no writes; settings may still be set per query, by us (the query may not)
-        "max_execution_time": SQL_TIMEOUT_S,
+        "max_execution_time": timeout_s,
         "max_result_rows": limit + 1,
         "result_overflow_mode": "break",  # stop at the limit instead of failing
         "max_block_size": max(limit + 1, 64),  # "break" stops at a block's end: keep blocks small
     }
 
 
-def run_sql(store: Store, sql: str, limit: int) -> dict[str, Any]:
+def run_sql(store: Store, sql: str, limit: int, *, timeout_s: int = SQL_TIMEOUT_S) -> dict[str, Any]:
     """One read-only SELECT, at most `limit` rows (truncated says when more existed)."""
     try:
         text = check_select(sql)
     except RefusedQuery as exc:
         raise ToolInputError(str(exc)) from exc
-    columns, rows = store.query_with_names(text, settings=sql_settings(limit))
+    columns, rows = store.query_with_names(text, settings=sql_settings(limit, timeout_s))
     truncated = len(rows) > limit
     return {
         "columns": columns,
