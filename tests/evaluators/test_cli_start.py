@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-HEAVY = ("scipy", "matplotlib", "openai", "chdb", "clickhouse_connect", "grpc", "numpy")
+HEAVY = ("scipy", "matplotlib", "openai", "chdb", "clickhouse_connect", "grpc", "numpy", "mcp")
 
 PROBE = """
 import json, sys
@@ -51,6 +51,7 @@ def loaded_by(*args: str) -> set[str]:
         ("references", "list", "--help"),
         ("serve", "--help"),
         ("report", "--help"),
+        ("mcp", "--help"),
     ],
 )
 def test_help_imports_no_heavy_library(args: tuple[str, ...]) -> None:

@@ -100,12 +100,20 @@ def install_console(sidecar: Sidecar, config_file: str | None) -> None:
     install(sidecar, config_file)
 
 
+def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
+    """The MCP tools over streamable HTTP at /mcp/ (agenttrail.evaluators.mcp_server.install)."""
+    from agenttrail.evaluators.mcp_server.install import install_mcp as install
+
+    install(sidecar, config_file)
+
+
 # The order the command modules used to register themselves in: criteria first, so that judges
 # built by later extensions find its store binding.
 SIDECAR_EXTENSIONS.insert(0, install_criteria)
 SIDECAR_EXTENSIONS.append(install_monitoring)
 SIDECAR_EXTENSIONS.append(install_evaluator)
 SIDECAR_EXTENSIONS.append(install_console)  # after the evaluator: it finds its worker
+SIDECAR_EXTENSIONS.append(install_mcp)
 EXTENSION_SECTIONS.update(
     ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
 )
@@ -141,6 +149,10 @@ LAZY_COMMANDS = {
     "judges": (
         "agenttrail.evaluators.cli_judges",
         "The LLM judges of the config file: list those in force, reload an edited judges section.",
+    ),
+    "mcp": (
+        "agenttrail.evaluators.cli_mcp:mcp_command",
+        "Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio.",
     ),
     "report": (
         "agenttrail.evaluators.cli_report",
