@@ -266,6 +266,9 @@ class Sidecar:
             except AgentTrailError as exc:
                 log.error("reload refused, the settings in force stay as they were: %s", exc)
                 done = False
+            except Exception:  # a bug in one extension's reload must not end serve (SIGHUP)
+                log.exception("reload failed unexpectedly, the settings in force stay as they were")
+                done = False
         return done
 
     def dead_workers(self) -> list[str]:

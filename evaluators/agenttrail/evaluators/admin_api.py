@@ -28,6 +28,7 @@ references list --format json` prints it) and `GET /api/v1/judges` (the judges i
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.judge_setup import LiveJudges
+
+
+log = logging.getLogger(__name__)
 
 
 def reference_rows(store: Store) -> list[dict[str, Any]]:
@@ -110,6 +114,9 @@ def admin_app(
             summary = await run_in_threadpool(judges.reload)
         except AgentTrailError as exc:
             return _message(f"{exc}; the judges in force are unchanged", 422)
+        except Exception as exc:  # a bug, not the user's file: say so, keep serving
+            log.exception("judges reload failed unexpectedly")
+            return _message(f"reload failed: {exc!r}; the judges in force are unchanged", 500)
         return JSONResponse(summary.to_json())
 
     async def start_backfill(request: Request) -> JSONResponse:
