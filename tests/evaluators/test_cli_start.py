@@ -73,9 +73,10 @@ print("\\n@@" + json.dumps(sorted({name.split(".")[0] for name in sys.modules}))
 
 def test_serve_starts_without_scipy_matplotlib_or_openai(tmp_path: Path) -> None:
     """`serve` builds and starts the sidecar as the CLI does (evaluator, judges, drift, alerts,
-    report route, console) without importing scipy, matplotlib or openai: they load when a drift
-    test, a plot or a judge first needs them. Under load, those imports made serve take 50 s to
-    listen. The probe does see what serve loads (the store engine, gRPC)."""
+    report route, console, MCP mount) without importing scipy, matplotlib, openai or the MCP SDK:
+    they load when a drift test, a plot, a judge or the first MCP request needs them. Under load,
+    those imports made serve take 50 s to listen. The probe does see what serve loads (the store
+    engine, gRPC)."""
     done = subprocess.run(
         [sys.executable, "-c", SERVE_PROBE, str(tmp_path / "store")],
         capture_output=True,
@@ -85,7 +86,7 @@ def test_serve_starts_without_scipy_matplotlib_or_openai(tmp_path: Path) -> None
     )
     loaded = set(json.loads(done.stdout.rsplit("@@", 1)[1]))
     assert {"chdb", "grpc"} <= loaded
-    assert loaded & {"scipy", "matplotlib", "openai"} == set()
+    assert loaded & {"scipy", "matplotlib", "openai", "mcp"} == set()
 
 
 def test_lazy_commands_list_their_own_short_help() -> None:

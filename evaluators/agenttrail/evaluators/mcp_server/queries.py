@@ -355,8 +355,8 @@ def compare(store: Store, agent: str, version_a: str, version_b: str) -> dict[st
             f"agent {view.agent!r} needs two versions to compare; it has {', '.join(known) or 'none'}"
         )
 
-    def side(version: str) -> dict[str, Any]:
-        runs = view.runs.get(version, {})
+    def side(key: str, version: str) -> dict[str, Any]:
+        runs = view.runs.get(key, {})  # by side ("a", "b"): a side may be a version over an interval
         return {
             "version": version,
             "runs": runs.get("runs", 0),
@@ -364,12 +364,12 @@ def compare(store: Store, agent: str, version_a: str, version_b: str) -> dict[st
             "latency_p50_s": _number(runs.get("p50"), 3),
             "latency_p95_s": _number(runs.get("p95"), 3),
             "tool_calls_per_run": _number(runs.get("length"), 2),
-            "top_paths": [{"path": p, "runs": n} for p, n in view.paths.get(version, [])[:3]],
+            "top_paths": [{"path": p, "runs": n} for p, n in view.paths.get(key, [])[:3]],
         }
 
     tools = []
     for tool in view.tools:
-        a, b = tool.get(view.a) or {}, tool.get(view.b) or {}
+        a, b = tool.get("a") or {}, tool.get("b") or {}
         tools.append(
             {
                 "tool": tool["tool"],
@@ -395,8 +395,8 @@ def compare(store: Store, agent: str, version_a: str, version_b: str) -> dict[st
     ]
     return {
         "agent": view.agent,
-        "a": side(view.a),
-        "b": side(view.b),
+        "a": side("a", view.a),
+        "b": side("b", view.b),
         "metrics": metrics,
         "tools_by_error_rate_change": tools,
         "tools_added": view.added,
