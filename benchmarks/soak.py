@@ -265,7 +265,7 @@ def soak(seconds: float, rate: float, spans: int, threads: int, kill_every: floa
             worker.join(120)
         clients.take_latencies()
         sidecar.stop()
-        return verify(store, clients, kills, rss, seconds)
+        return verify(store, clients, kills, rss, time.monotonic() - began)
 
 
 def verify(store: Path, clients: Clients, kills: int, rss: list[float], seconds: float) -> bool:

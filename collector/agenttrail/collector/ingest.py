@@ -17,6 +17,7 @@ holds everything back (and makes the receivers answer 503 once the queue is full
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import shutil
@@ -116,8 +117,13 @@ class IngestPipeline:
         self._max_queue_rows = max_queue_rows
         self._on_stored = on_stored
         self._cond = threading.Condition()
-        self._pending: list[DecodedBatch] = []
-        self._pending_rows = 0
+        self._pending: list[DecodedBatch] = []  # the open spool segment's requests
+        self._open_rows = 0  # their spans
+        # Segments sealed at batch_max_rows, waiting for the writer: one insert never holds more
+        # than about batch_max_rows spans (ClickHouse needs ~3 KiB a span to insert them), so
+        # memory stays bounded while the writer falls behind under overload.
+        self._sealed: collections.deque[tuple[Path, DecodedBatch]] = collections.deque()
+        self._pending_rows = 0  # spans accepted and not yet taken by the writer (open + sealed)
         self._first_pending_at = 0.0
         self._in_flight_rows = 0  # taken by the writer, not yet stored
         self._stopping = False
@@ -175,9 +181,14 @@ class IngestPipeline:
                 self._first_pending_at = time.monotonic()
             self._pending.append(batch)
             self._pending_rows += batch.accepted
+            self._open_rows += batch.accepted
             self.counters.accepted_spans += batch.accepted
             self.counters.normalized_spans += batch.normalized
-            if self._pending_rows >= self._batch_max_rows:
+            if self._open_rows >= self._batch_max_rows:
+                segment = self._spool.seal()
+                assert segment is not None
+                self._sealed.append((segment, _combine(self._pending)))
+                self._pending, self._open_rows = [], 0
                 self._cond.notify_all()
         return batch
 
@@ -298,9 +309,14 @@ class IngestPipeline:
     def _take_batch(self) -> tuple[Path | None, DecodedBatch | None] | None:
         with self._cond:
             while True:
+                if self._sealed:
+                    sealed, combined = self._sealed.popleft()
+                    self._in_flight_rows = combined.accepted
+                    self._pending_rows -= combined.accepted
+                    return sealed, combined
                 if self._pending:
                     age = time.monotonic() - self._first_pending_at
-                    if self._stopping or self._pending_rows >= self._batch_max_rows:
+                    if self._stopping:
                         break
                     if age >= self._flush_interval_s:
                         break
@@ -309,20 +325,17 @@ class IngestPipeline:
                     return None
                 else:
                     self._cond.wait(0.5)
-                    if not self._pending and not self._stopping:
+                    if not self._pending and not self._sealed and not self._stopping:
                         # Idle: a segment on disk now is a re-queued one (ours are removed once
-                        # stored, and no new one is open).
+                        # stored, and no new one is open or sealed and waiting).
                         leftovers = [p for p in self._spool.segments() if p != self._spool.active]
                         if leftovers:
                             return leftovers[0], None
             taken, self._pending = self._pending, []
-            self._in_flight_rows, self._pending_rows = self._pending_rows, 0
+            self._in_flight_rows, self._open_rows = self._open_rows, 0
+            self._pending_rows -= self._in_flight_rows
             segment = self._spool.seal()
-        combined = taken[0] if len(taken) == 1 else DecodedBatch()
-        if len(taken) > 1:
-            for batch in taken:
-                combined.extend(batch)
-        return segment, combined
+        return segment, _combine(taken)
 
     def _run_writer(self) -> None:
         while True:
@@ -510,3 +523,13 @@ class IngestPipeline:
             dedup_token=f"{token}:arrivals" if token else None,
         )
         return arrived_at
+
+
+def _combine(batches: list[DecodedBatch]) -> DecodedBatch:
+    """One batch standing for the requests of one spool segment."""
+    if len(batches) == 1:
+        return batches[0]
+    combined = DecodedBatch()
+    for batch in batches:
+        combined.extend(batch)
+    return combined
