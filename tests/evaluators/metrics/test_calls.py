@@ -123,6 +123,11 @@ class TestOpenAIMessages:
         """Arguments may be a JSON string or an object; an empty string means no arguments."""
         assert parse_trajectory([_assistant(("c1", "a", arguments))])[0].input == expected
 
+    def test_a_tool_message_without_content_is_absent(self) -> None:
+        """A tool result message with no content key leaves the output ABSENT, not null."""
+        calls = parse_trajectory([_assistant(("c1", "a", "{}")), {"role": "tool", "tool_call_id": "c1"}])
+        assert calls[0].output is ABSENT
+
     def test_missing_arguments_are_absent(self) -> None:
         """A function without arguments has an ABSENT input (a wildcard in a reference)."""
         message = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "a"}}]}
@@ -142,6 +147,18 @@ class TestOpenAIMessages:
             ([{"role": "assistant", "tool_calls": [{"id": "c1"}]}], "expected an object with a 'function'"),
             ([{"role": "assistant", "tool_calls": "x"}], r"messages\[0\].tool_calls: expected a list"),
             ([{"role": "user"}, {"tool_name": "a"}], r"messages\[1\]: expected a chat message"),
+            (
+                [{"role": "assistant", "tool_calls": [{"id": 7, "function": {"name": "a"}}]}],
+                r"^messages\[0\].tool_calls\[0\].id: expected a string, got int$",
+            ),
+            (
+                [_assistant(("c1", "a", 5))],
+                r"^messages\[0\].tool_calls\[0\].function.arguments: expected a JSON object or null, got int",
+            ),
+            (
+                [_assistant(("c1", "a", "{}")), _tool("c1", {"x": float("nan")})],
+                r"^messages\[1\].content.x: expected a finite number, got nan$",
+            ),
         ],
     )
     def test_errors_name_the_position(self, messages: list[Any], message: str) -> None:

@@ -161,6 +161,15 @@ class TestComputeMetrics:
             "failure": 0.0,
         }
 
+    def test_reasons_say_the_reference_is_missing(self) -> None:
+        """With reasons={}, each metric left None for want of a reference says so."""
+        reasons: dict[str, str] = {}
+        compute_metrics([A], None, ["trajectory_recall", "tool_correctness"], reasons=reasons)
+        assert reasons == dict.fromkeys(
+            ["trajectory_recall", "tool_correctness", "tool_correctness_success"],
+            "the run has no reference trajectory",
+        )
+
     def test_empty_reference_is_a_reference(self) -> None:
         """An empty reference list is computed against, unlike a missing one."""
         assert compute_metrics([], [], ["trajectory_exact_match"])["trajectory_exact_match"] == 1.0
