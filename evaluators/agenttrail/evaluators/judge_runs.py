@@ -90,6 +90,8 @@ class BatchOutcome:
     completion_tokens: int = 0
     cost: float = 0.0
     pause: BudgetExhausted | None = None  # set when the budget ran out during the batch
+    # session judges: (trace, root) of runs whose conversation may go on -> when it may be quiet
+    waiting: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @property
     def decided(self) -> int:
@@ -279,10 +281,12 @@ def _decide_sessions(
             if not decisions[-1][0]:
                 inputs[index] = _judged(run, references)
             continue
-        quiet = clock - max(_end_s(member) for member in session) >= online.session_idle_s
+        last_end = max(_end_s(member) for member in session)
+        quiet = clock - last_end >= online.session_idle_s
         if not quiet and conversation not in ended:
             decisions.append(("", ""))
             waiting.add(index)  # the conversation may go on: judged when it has been quiet
+            outcome.waiting[(run["trace_id"], run["root_span_id"])] = last_end + online.session_idle_s
             continue
         decisions.append(_admitted(online, session[0]))
         if decisions[-1][0] or conversation in followers:

@@ -19,15 +19,18 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from agenttrail.collector.queries import TRAJECTORY_JSON_COLUMNS, trajectory_to_json
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.combined import is_response_judge, store_combined
 from agenttrail.evaluators.judge_runs import BatchOutcome, OnlineJudge, decide_runs, pause_text
 from agenttrail.evaluators.judges.base import BudgetExhausted
-from agenttrail.evaluators.run_queue import RunQueueWorker, pending_runs
+from agenttrail.evaluators.run_queue import RECENT, RunQueueWorker, pending_runs
 
 log = logging.getLogger(__name__)
+
+WAITING_RECHECK_S = 60.0  # a waiting session run is looked at again at least this often
 
 
 @dataclass
@@ -77,6 +80,10 @@ class JudgeWorker(RunQueueWorker):
         self.counters = JudgeCounters(per_judge={j.name: BatchOutcome() for j in self.judges})
         self._executors = {j.name: _executor(j) for j in self.judges}
         self._replacement: tuple[OnlineJudge, ...] | None = None
+        # Session judges: runs of conversations that may go on, left out of the pending query
+        # until they may be quiet (at most WAITING_RECHECK_S), so a batch of them cannot hold the
+        # queue while other runs wait behind it.
+        self._waiting: dict[str, dict[tuple[str, str], float]] = {j.name: {} for j in self.judges}
         self._replace_lock = threading.Lock()
 
     def replace_judges(self, judges: Sequence[OnlineJudge]) -> None:
@@ -158,11 +165,21 @@ class JudgeWorker(RunQueueWorker):
                 break
             if self.paused(online.name):
                 continue
+            now = self._clock()
+            waiting = self._waiting.setdefault(online.name, {})
+            for key in [key for key, until in waiting.items() if until <= now]:
+                del waiting[key]
+            where = RECENT
+            params: dict[str, Any] = {"lookback": self.lookback_s}
+            if waiting:
+                where += " AND (t.TraceId, t.RootSpanId) NOT IN {waiting:Array(Tuple(String, String))}"
+                params["waiting"] = list(waiting)
             rows = pending_runs(
                 self.store,
                 online.queue_key,
                 TRAJECTORY_JSON_COLUMNS,
-                params={"lookback": self.lookback_s},
+                where=where,
+                params=params,
                 shard=shards[online.queue_key],
                 limit=self.batch_size,
             )
@@ -178,6 +195,8 @@ class JudgeWorker(RunQueueWorker):
                 now=self._clock(),
             )
             self.counters.per_judge[online.name].add(outcome)
+            recheck = now + WAITING_RECHECK_S
+            waiting.update({key: min(until, recheck) for key, until in outcome.waiting.items()})
             # multiply_score / avg_score once tool correctness and a response score are both stored
             store_combined(self.store, [row[0] for row in rows], self._responses)
             decided += outcome.decided

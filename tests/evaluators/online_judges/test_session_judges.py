@@ -65,3 +65,20 @@ def test_two_conversations_judged_once_each_after_idle_and_a_resumed_one_replace
     )
     assert anchor[0] == first[0]  # the conversation's first run holds its result
     assert decisions_of(judges_store, "sessions")[resumed[0]][0] == "done"
+
+
+def test_waiting_conversations_do_not_hold_the_queue(
+    judges_store: Any, add_runs: Any, make_judge: Any, llm: Any, decisions_of: Any
+) -> None:
+    """More runs of conversations that may go on than a batch holds: they are set aside until
+    they may be quiet, so a run with no conversation behind them is judged in the next batches."""
+    for name in ("conv-a", "conv-b", "conv-c"):
+        add_runs(2, conversation=name, age_s=30)
+    [alone] = add_runs(1, age_s=0)  # assembled last: the pending query returns it after the others
+    judge = make_judge("sessions", type="task_completion", options={"scope": "session"}, session_idle_s=600)
+    worker = JudgeWorker(judges_store.clone, [judge], batch_size=4)
+
+    decided = sum(worker.run_once() for _ in range(3))
+    assert decided == 1
+    assert decisions_of(judges_store, "sessions")[alone][0] == "done"
+    assert len(llm.chat_requests()) == 1  # the lone run; the conversations still wait
