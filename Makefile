@@ -9,7 +9,7 @@ DEPLOY_STAMP := $(VENV)/.deploy-tools
 PEERS_JS := .peers/js/node_modules/.installed
 
 .PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy \
-	test-frameworks test-browser mutation mutation-ci
+	test-frameworks test-browser mutation mutation-ci bench-pipeline
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -88,6 +88,11 @@ mutation: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
+
+# One end-to-end table (issue 14): spans/s stored, runs/s assembled and scored, lags, acks and RSS
+# beside the previous figures (benchmarks/pipeline-baseline.json). About 3 minutes on two cores.
+bench-pipeline: $(STAMP)
+	$(BIN)/python benchmarks/bench_pipeline.py
 
 # A short soak (benchmarks/soak.py, not part of `make test`): 90 s of steady OTLP load with a
 # SIGKILL restart after 60 s, then acknowledged == stored and no duplicates (exit 1 otherwise).

@@ -51,6 +51,11 @@ CI = Profile(
 )
 PROFILES = {
     "ci": CI,
+    # the metrics alone, to review their survivors without the whole full run
+    "metrics": Profile(
+        modules=("src/agenttrail/evaluators/metrics/*",),
+        tests=("tests/evaluators/metrics",),
+    ),
     "full": Profile(
         modules=(
             *CI.modules,

@@ -79,3 +79,27 @@ def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Cal
     yield start
     for sidecar in reversed(started):
         sidecar.stop()
+
+
+# 2026-01-01T00:00:00Z: a UTC midnight, so also the top of an hour.
+BUDGET_BOUNDARY = 1_767_225_600.0
+
+
+@pytest.fixture
+def budget_clock(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Judge budgets of clients made during the test, and the pauses of sidecars' judge workers,
+    read a clock frozen 1 ms before a UTC midnight; returns that instant. Budget windows are
+    calendar UTC hours and days, so on the wall clock a test that spends and then checks fails
+    whenever it straddles the top of an hour or midnight; frozen just before the boundary, such a
+    test shows it no longer depends on when it runs."""
+    from functools import partial
+
+    from agenttrail.evaluators import judge_setup
+    from agenttrail.evaluators.judge_worker import JudgeWorker
+    from agenttrail.evaluators.judges import client
+    from agenttrail.evaluators.judges.budget import BudgetTracker
+
+    now = BUDGET_BOUNDARY - 0.001
+    monkeypatch.setattr(client, "BudgetTracker", partial(BudgetTracker, clock=lambda: now))
+    monkeypatch.setattr(judge_setup, "JudgeWorker", partial(JudgeWorker, clock=lambda: now))
+    return now

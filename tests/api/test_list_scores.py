@@ -184,7 +184,7 @@ def test_a_token_is_refused_with_other_filters(api: Any, stored: list[tuple[Any,
 
 
 def test_judge_scores_carry_model_tokens_and_details(api: Any) -> None:
-    """A stored judge verdict lists with its model, token counts, cost and details."""
+    """A stored judge verdict lists with its model, token counts, latency, cost and details."""
     trace = new_trace_id()
     row = (trace, new_span_id(), "task_done", "task_done", "v1", None, "", "", "bot", "t", f"{NOW:.6f}", 1, 0)
     judge_columns = ("gpt-x", 120, 30, 900, 0.002, json.dumps({"sub_scores": {"book": "unsure"}}))
@@ -194,6 +194,7 @@ def test_judge_scores_carry_model_tokens_and_details(api: Any) -> None:
     (score,) = list_all(api, trace_id=trace)
     result = score.result
     assert (result.model, result.prompt_tokens, result.completion_tokens) == ("gpt-x", 120, 30)
+    assert result.latency_ms == 900
     assert result.cost == pytest.approx(0.002)
     assert json.loads(result.details_json) == {"sub_scores": {"book": "unsure"}}
     assert result.error == "model timed out"

@@ -200,3 +200,38 @@ def test_evaluation_service_refuses_a_missing_or_wrong_token(guarded: Any) -> No
             stub.GetRun(calls[1][1], timeout=30, metadata=metadata(GOOD))
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
         assert not stub.ListScores(calls[2][1], timeout=30, metadata=metadata(GOOD)).scores
+
+
+def post_json(address: str, path: str, body: dict[str, Any], authorization: str | None) -> tuple[int, bytes]:
+    host, port = address.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        connection.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_the_mcp_endpoint_refuses_a_missing_or_wrong_token(guarded: Any) -> None:
+    """POST /mcp/ (the MCP tools) answers 401 to every bad header, and initializes with the token."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    for authorization in BAD:
+        status, body = post_json(guarded.http.address, "/mcp/", initialize, authorization)
+        assert status == 401, (authorization, status)
+        assert b"bearer token" in body
+    status, body = post_json(guarded.http.address, "/mcp/", initialize, GOOD)
+    assert status == 200, body
+    assert json.loads(body)["result"]["serverInfo"]["name"] == "agenttrail"

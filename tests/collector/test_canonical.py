@@ -135,6 +135,9 @@ def tables(store: Store) -> Store:
     return store
 
 
+# Each example is four ClickHouse statements: on a loaded 2-core machine 40 of them took over
+# pytest's default 120 s, and hypothesis then reports the timeout as a flaky strategy.
+@pytest.mark.timeout(600)
 @settings(max_examples=40, suppress_health_check=list(HealthCheck))
 @given(body=request_bodies())
 @example(body=sensible_body())

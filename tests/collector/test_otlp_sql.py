@@ -158,6 +158,7 @@ def tables(store: Store) -> Store:
     return store
 
 
+@pytest.mark.timeout(600)  # ClickHouse statements per example; slow on a loaded machine
 @settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=st.lists(requests(), min_size=1, max_size=3))
 @example(batch=[awkward_request()])
@@ -198,6 +199,7 @@ def test_clickhouse_decoding_stores_the_rows_python_renders(
         )
 
 
+@pytest.mark.timeout(600)  # ClickHouse statements per example; slow on a loaded machine
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(number=doubles, text=texts)
 def test_number_and_string_rendering_matches_clickhouse(store: Store, number: float, text: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from otlp_builders import BASE_NS, SpanSpec, new_span_id, new_trace_id
 
 from agenttrail.collector.trajectory import NOT_CAPTURED, SpanEvent, SpanRecord, build_runs
@@ -813,3 +815,55 @@ def test_openinference_agent_named_after_the_wrapped_method() -> None:
     ]
     [run] = build_runs(spans)
     assert run.agent == "refund_agent"
+
+
+# -- properties -----------------------------------------------------------------------------
+
+
+@st.composite
+def trace_spans(draw: st.DrawFn) -> list[SpanRecord]:
+    """One trace's spans: agents (top-level, nested, or under a span that never arrived), tools and
+    model calls under any of them or under nothing, on a coarse clock so that ties are common."""
+    trace = "ab" * 16
+    parents = ["", "ffffffffffffffff"]  # none, and one that never arrived
+    spans = []
+    for i in range(draw(st.integers(min_value=0, max_value=3))):
+        span_id = f"{i + 1:016x}"
+        start = draw(st.integers(min_value=0, max_value=10))
+        end = start + draw(st.integers(min_value=0, max_value=20))
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": draw(st.sampled_from("PW")),
+        }
+        spans.append(
+            record(
+                SpanSpec(
+                    trace, span_id, "invoke_agent", start, end,
+                    parent=draw(st.sampled_from(parents)), attributes=attributes,
+                    error=draw(st.sampled_from([None, None, "AgentError"])),
+                )
+            )
+        )  # fmt: skip
+        parents.append(span_id)
+    for j in range(draw(st.integers(min_value=0, max_value=6))):
+        span_id = f"{0x100 + j:016x}"
+        start = draw(st.integers(min_value=0, max_value=10))
+        end = start + draw(st.integers(min_value=0, max_value=5))
+        parent = draw(st.sampled_from(parents))
+        if draw(st.booleans()):
+            name = draw(st.sampled_from(["lookup", "refund"]))
+            error = draw(st.sampled_from([None, None, "ToolError"]))
+            spans.append(tool(trace, span_id, parent, name, start, end, error=error, n=j))
+        else:
+            spans.append(chat(trace, span_id, parent, start, end, **{"gen_ai.request.model": f"m{j}"}))
+    return spans
+
+
+@settings(max_examples=150)
+@given(spans=trace_spans(), data=st.data())
+def test_the_order_spans_arrive_in_does_not_change_the_runs(
+    spans: list[SpanRecord], data: st.DataObject
+) -> None:
+    """build_runs gives the same runs, calls and call order for any order of the same spans."""
+    shuffled = data.draw(st.permutations(spans))
+    assert build_runs(shuffled) == build_runs(spans)

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from trajectory_rows import agent_run, deleted_row, insert_trajectories, run_row
 
 from agenttrail.collector.cli import SidecarApi
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-
-_COLUMNS = ("TraceId", "RootSpanId", "Agent", "AgentVersion", "Task", "Start", "LatencyS", "Failure",
-            "ToolNames", "ToolStatuses", "ToolCalls", "Revision", "AssembledAt", "Version",
-            "IsDeleted")  # fmt: skip
 
 
 def test_runs_route_pages_by_cursor_and_shows_latest_revisions(start_sidecar: Any) -> None:
@@ -21,17 +19,21 @@ def test_runs_route_pages_by_cursor_and_shows_latest_revisions(start_sidecar: An
     revision, and a deleted run not at all."""
     sidecar = start_sidecar()
     now = time.time()
-    rows = [
-        (f"{i:032x}", "00000000000000aa", "bot", "1", "faq", f"{now - i:.6f}", 0.1, i % 2, ["t"], ["ok"],
-         "[]", 1, f"{now:.6f}", 1, 0)
+    runs = [
+        agent_run(start=now - i, trace_id=f"{i:032x}", root_span_id="00000000000000aa", agent_version="1",
+                  task="faq", latency_s=0.1, failure=bool(i % 2), tools=["t"])
         for i in range(1, 8)
     ]  # fmt: skip
-    late = list(rows[1])
-    late[7], late[11], late[13] = 1 - late[7], 2, 2  # run 2 re-assembled: its status changed
-    deleted = list(rows[2])
-    deleted[13], deleted[14] = 2, 1  # run 3 deleted by re-assembly
+    late = replace(runs[1], failure=not runs[1].failure)  # run 2 re-assembled: its status changed
     assert sidecar.store is not None
-    sidecar.store.insert_rows("trajectories", _COLUMNS, [*rows, tuple(late), tuple(deleted)])
+    insert_trajectories(
+        sidecar.store,
+        [
+            *(run_row(run, assembled_at=now) for run in runs),
+            run_row(late, revision=2, assembled_at=now),
+            deleted_row(runs[2], version=2),  # run 3 deleted by re-assembly
+        ],
+    )
     api = SidecarApi(f"http://{sidecar.http.address}")
     first = api.get_lines("/api/v1/runs", {"limit": "3"})
     assert [run["trace_id"] for run in first] == [f"{i:032x}" for i in (1, 2, 4)]

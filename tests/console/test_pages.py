@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
+from trajectory_rows import agent_run, store_runs
 
 from console.harness import Console, shoot
 
@@ -71,36 +73,12 @@ def test_live_runs_appear_without_reload(page: Any, console: Console) -> None:
     """A run stored while the page is open appears at the top without reloading."""
     page.goto(f"{console.url}/runs")
     before = page.locator("#run-rows tr").count()
-    columns = ("TraceId", "RootSpanId", "Agent", "AgentVersion", "Task", "Start", "LatencyS", "Failure",
-               "ToolNames", "ToolStatuses", "ToolCalls", "Revision", "AssembledAt", "Version",
-               "IsDeleted")  # fmt: skip
-    import time
-
-    now = f"{time.time():.6f}"
     trace = "f" * 31 + "1"
-    console.store.insert_rows(
-        "trajectories",
-        columns,
-        [
-            (
-                trace,
-                "00000000000000aa",
-                "live-agent",
-                "9.9",
-                "faq",
-                now,
-                0.01,
-                0,
-                ["search_kb"],
-                ["ok"],
-                "[]",
-                1,
-                now,
-                1,
-                0,
-            )
-        ],
-    )
+    live = agent_run(
+        start=time.time(), trace_id=trace, root_span_id="00000000000000aa", agent="live-agent",
+        agent_version="9.9", task="faq", latency_s=0.01, tools=["search_kb"],
+    )  # fmt: skip
+    store_runs(console.store, [live])
     page.locator(f'#run-rows tr[data-trace="{trace}"]').wait_for(timeout=15_000)
     assert page.locator("#run-rows tr").first.get_attribute("data-trace") == trace
     assert page.locator("#run-rows tr").count() == before + 1
@@ -215,3 +193,78 @@ def test_drift_compare_and_references_pages_render(page: Any, console: Console) 
     tasks = page.locator("tbody tr td:first-child").all_inner_texts()
     assert tasks == ["faq", "order_status", "refund"]
     shoot(page, "references")
+
+
+def test_drift_findings_link_to_example_runs_that_show_the_change(page: Any, console: Console) -> None:
+    """Each drifted finding lists example runs of its recent window; the failure-rate finding's are
+    failed runs inside that window, and following one opens that run's page."""
+    page.goto(f"{console.url}/drift")
+    drifted = page.locator("tr.drifted", has_text="failure_rate").first
+    links = drifted.locator("a.example-run")
+    assert links.count() >= 1
+    traces = [
+        href.rsplit("/", 1)[1]
+        for href in (links.nth(i).get_attribute("href") or "" for i in range(links.count()))
+    ]
+    assert "failed:" in drifted.locator("ul.examples").inner_text()
+    window = console.store.query(
+        "SELECT toUnixTimestamp64Milli(WindowStart), toUnixTimestamp64Milli(WindowEnd) FROM drift_events "
+        "WHERE Metric = 'failure_rate' AND Drifted ORDER BY DetectedAt DESC LIMIT 1"
+    )[0]
+    rows = console.store.query(
+        "SELECT TraceId, Failure, toUnixTimestamp64Milli(Start) FROM trajectories FINAL "
+        "WHERE TraceId IN {ids:Array(String)}",
+        {"ids": traces},
+    )
+    assert {row[0] for row in rows} == set(traces)
+    assert all(failure == 1 and window[0] <= start <= window[1] for _, failure, start in rows)
+    for row in page.locator("tr.drifted").all():
+        assert row.locator("a.example-run").count() >= 1, row.inner_text()
+    shoot(page, "drift-examples")
+    links.first.click()
+    page.wait_for_url(re.compile(f"/runs/{traces[0]}$"))
+    assert traces[0] in page.content()
+    shoot(page, "drift-example-run")
+
+
+def test_compare_takes_an_interval_per_side(page: Any, console: Console) -> None:
+    """Version 1.1 against itself, before and after the middle of its runs (typed into the form):
+    the two sides' run counts are the store's for each interval, the URL holds the intervals, and
+    a side's runs link keeps its interval; a bad interval is a clear error."""
+    from datetime import UTC, datetime
+
+    first, last = _one(
+        console.store,
+        "SELECT min(toUnixTimestamp64Milli(Start)), max(toUnixTimestamp64Milli(Start)) "
+        "FROM trajectories FINAL WHERE IsDeleted = 0 AND AgentVersion = '1.1'",
+    )
+    middle = datetime.fromtimestamp((first + last) // 2000, UTC)
+    cut = middle.isoformat(timespec="seconds")
+    cut_ms = int(middle.timestamp() * 1000)
+    before, after = console.store.query(
+        "SELECT countIf(toUnixTimestamp64Milli(Start) < {cut:Int64}), "
+        "countIf(toUnixTimestamp64Milli(Start) >= {cut:Int64}) FROM trajectories FINAL "
+        "WHERE IsDeleted = 0 AND AgentVersion = '1.1' AND Agent = 'support-agent'",
+        {"cut": cut_ms},
+    )[0]
+    assert before > 0
+    assert after > 0
+    page.goto(f"{console.url}/compare")
+    form = page.locator("form.filters")
+    form.locator("select[name=a]").select_option("1.1")
+    form.locator("select[name=b]").select_option("1.1")
+    form.locator("input[name=a_until]").fill(cut)
+    form.locator("input[name=b_since]").fill(cut)
+    form.locator("input[name=b_since]").press("Enter")
+    page.wait_for_url(re.compile(r"b_since="))
+    heading = page.locator("h2").first.inner_text()
+    assert heading.count("1.1") == 2
+    assert middle.strftime("%Y-%m-%d %H:%M") in heading
+    runs_row = page.locator("tr", has=page.locator("th", has_text=re.compile("^Runs$")))
+    assert runs_row.locator("td").all_inner_texts() == [str(before), str(after)]
+    link = runs_row.locator("td a").first.get_attribute("href") or ""
+    assert "version=1.1" in link
+    assert "until=" in link
+    shoot(page, "compare-intervals")
+    page.goto(f"{console.url}/compare?a=1.0&b=1.1&b_since=soon")
+    assert "compare interval" in page.content()

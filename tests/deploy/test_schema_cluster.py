@@ -64,6 +64,12 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     assert "replicated_deduplication_window_seconds = 604800" in joined
     assert "non_replicated" not in joined
     assert "FROM traces.otel_traces_local" in joined
+    # projections and storage settings exist on the MergeTree tables only, not the Distributed ones
+    storage_alters = re.findall(
+        r"ALTER TABLE (\S+) ON CLUSTER prod (?:MODIFY SETTING|\w+ PROJECTION)", joined
+    )
+    assert storage_alters
+    assert all(table.endswith("_local") for table in storage_alters), storage_alters
 
 
 def test_cluster_tables_run_without_replication(store: Store) -> None:

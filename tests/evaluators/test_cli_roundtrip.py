@@ -147,7 +147,10 @@ def test_exit_codes(tmp_path: Path, chdb_dir: Path, database: str, store: Any) -
     assert run("trajectories", "--config", str(config)).exit_code == 3
 
 
-@pytest.mark.parametrize("command", [("trajectories",), ("stats", "--since", "2h"), ("alerts",)])
+@pytest.mark.parametrize(
+    "command",
+    [("trajectories",), ("stats", "--since", "2h"), ("alerts",), ("judges", "list"), ("references", "list")],
+)
 def test_reads_through_the_sidecar_load_no_heavy_library(
     two_runs: tuple[list[str], list[str]], command: tuple[str, ...]
 ) -> None:

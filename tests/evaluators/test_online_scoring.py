@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+from trajectory_rows import agent_run, store_runs
 
 from agenttrail.evaluators.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.references import parse_reference_set
@@ -166,42 +166,13 @@ def test_two_workers_share_runs_without_double_scoring(store: Any) -> None:
 
     migrate(store, EVALUATOR_MIGRATIONS)
     store_reference_set(store, parse_reference_set(REFERENCES), source="test")
-    from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
-
     traces = [new_trace_id() for _ in range(60)]
     now = time.time()
-    rows = [
-        (
-            t,
-            new_span_id(),
-            "bot",
-            "",
-            "",
-            "refund",
-            "",
-            "svc",
-            "",
-            f"{now:.6f}",
-            0.5,
-            0,
-            "",
-            "",
-            "",
-            0,
-            0,
-            1,
-            ["lookup"],
-            ["ok"],
-            json.dumps([{"name": "lookup", "input": {"id": 1}, "output": None, "status": "ok"}]),
-            2,
-            1,
-            f"{now:.6f}",
-            1,
-            0,
-        )
-        for t in traces
-    ]
-    store.insert_rows("trajectories", TRAJECTORY_COLUMNS, rows)
+    lookup = {"name": "lookup", "input": {"id": 1}, "output": None}
+    store_runs(
+        store,
+        [agent_run(start=now, trace_id=t, task="refund", latency_s=0.5, tools=[lookup]) for t in traces],
+    )
     workers = [
         EvaluatorWorker(store.clone, EvaluatorConfig(batch_size=7), worker_id=f"w{i}") for i in range(2)
     ]

@@ -305,7 +305,7 @@ class Assembler(BackgroundLoop):
                 trajectory_row(run, revision=revision, assembled_at=now, version=version) for run in runs
             )
             trajectory_rows.extend(
-                _deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
+                deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
             )
             state_rows.append((trace_id, _ts6(through[trace_id]), keys, revision, version))
         self._store.insert_rows("trajectories", ASSEMBLED_COLUMNS, trajectory_rows)
@@ -337,7 +337,8 @@ class Assembler(BackgroundLoop):
         return spans
 
 
-def _deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> tuple[Any, ...]:
+def deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> tuple[Any, ...]:
+    """The row that marks a run gone after re-assembly (IsDeleted = 1; tests store it too)."""
     blank: list[Any] = [*[""] * 7, _ts6(now), 0.0, 0, "", "", "", 0, 0, 0, [], [], "[]", 0, 0]
     return (trace_id, root_span_id, *blank, _ts6(now), version, 1, "[]", 0)
 

@@ -158,6 +158,8 @@ class SidecarApi:
                 detail = json.loads(detail).get("message", detail)
             if exc.code == 400:
                 raise click.BadParameter(str(detail)) from exc
+            if exc.code == 422:  # the sidecar refused a file the user gave it (e.g. its config)
+                raise BadInput(str(detail)) from exc
             raise click.ClickException(
                 f"the sidecar at {self.base_url} answered {exc.code}: {detail}"
             ) from exc
@@ -168,29 +170,44 @@ class SidecarApi:
         return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 
-def read_via(config: SidecarConfig, server: str | None) -> SidecarApi | Store:
-    """Where read commands get their data: an explicit sidecar URL, the sidecar holding the
-    embedded store, or the store itself."""
+def running_sidecar(config: SidecarConfig, server: str | None) -> SidecarApi | None:
+    """The sidecar to ask: an explicit URL, or the one holding the embedded store (None: none)."""
     if server:
         return SidecarApi(server, config.bearer_token)
     try:
         location = parse_store(config.store, config.database)
-        if location.path is not None:
+        if location.path is None:
+            return None
+        holder = read_lock_holder(location.path, location.database)
+        deadline = time.monotonic() + 60
+        while holder is not None and holder.starting and time.monotonic() < deadline:
+            time.sleep(0.2)  # the sidecar is still migrating or replaying its spool
             holder = read_lock_holder(location.path, location.database)
-            deadline = time.monotonic() + 60
-            while holder is not None and holder.starting and time.monotonic() < deadline:
-                time.sleep(0.2)  # the sidecar is still migrating or replaying its spool
-                holder = read_lock_holder(location.path, location.database)
-            if holder is not None and holder.starting:
-                raise NoStore(f"{holder.describe()} is still starting; try again shortly")
-            if holder is not None and holder.http:
-                scheme = "https" if config.tls_cert else "http"
-                return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)
-            if not location.path.exists():
-                raise NoStore(
-                    f"no store at {location.path}: run `agenttrail serve --store {location.path}` first, "
-                    "or pass --store"
-                )
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    if holder is not None and holder.starting:
+        raise NoStore(f"{holder.describe()} is still starting; try again shortly")
+    if holder is not None and holder.http:
+        scheme = "https" if config.tls_cert else "http"
+        return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)
+    return None
+
+
+def read_via(config: SidecarConfig, server: str | None, *, create: bool = False) -> SidecarApi | Store:
+    """Where read commands get their data: an explicit sidecar URL, the sidecar holding the
+    embedded store, or the store itself (`create`: a missing embedded store is created, for
+    commands that write)."""
+    api = running_sidecar(config, server)
+    if api is not None:
+        return api
+    try:
+        location = parse_store(config.store, config.database)
+        if not create and location.path is not None and not location.path.exists():
+            raise NoStore(
+                f"no store at {location.path} (the folder does not exist): check --store, or "
+                f"create the store there first (`agenttrail serve --store {location.path}`, or a "
+                "command that writes to it)"
+            )
         return Store(location)
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
@@ -333,8 +350,10 @@ def serve(config_file: str | None, **options: Any) -> None:
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
     stop = threading.Event()
+    reload = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGHUP, lambda *_: reload.set())  # as nginx and Prometheus: re-read config
     try:
         sidecar.start()
     except AgentTrailError as exc:
@@ -347,6 +366,10 @@ def serve(config_file: str | None, **options: Any) -> None:
     )
     exit_code = 0
     while not stop.wait(1.0):
+        if reload.is_set():
+            reload.clear()
+            log.info("SIGHUP: reloading what can change without a restart (the judges section)")
+            sidecar.reload()
         dead = sidecar.dead_workers()
         if dead:
             log.error("worker(s) %s stopped unexpectedly; exiting so a supervisor can restart us", dead)

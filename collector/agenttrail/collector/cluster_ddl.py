@@ -64,7 +64,11 @@ class ClusterSchema:
             ]
         if match := _ALTER.match(statement):
             table, change = match.groups()
-            names = [self.local(table), table] if self.distributed else [table]
+            # Settings and projections belong to the MergeTree tables; a Distributed table has none.
+            storage_only = re.match(r"\s*(MODIFY SETTING|ADD PROJECTION|MATERIALIZE PROJECTION)", change)
+            names = [self.local(table)]
+            if self.distributed and not storage_only:
+                names.append(table)
             return [f"ALTER TABLE {self.on(name)} {change.strip()}" for name in names]
         raise ValueError(f"no cluster form for this migration statement: {statement.strip()[:120]}")
 

@@ -19,7 +19,7 @@ import grpc
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
-from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.errors import AgentTrailError, ConfigError
 from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
@@ -86,6 +86,9 @@ class Sidecar:
         self.on_assembled: list[Callable[[], None]] = []
         # Extra /healthz entries, e.g. {"judges": fn}; informative, they never fail the check.
         self.health_details: dict[str, Callable[[], Any]] = {}
+        # What re-reads its part of the config file without a restart (SIGHUP to serve); each
+        # raises AgentTrailError to refuse, keeping what it had in force.
+        self.on_reload: list[Callable[[], Any]] = []
         self._stores: list[Store] = []
 
     def spool_dir(self) -> Path:
@@ -252,6 +255,21 @@ class Sidecar:
         for key, describe in self.health_details.items():
             detail[key] = describe()
         return not dead and not store_down and ready, detail
+
+    def reload(self) -> bool:
+        """Each `on_reload` in turn (SIGHUP); a refused one is logged and keeps its old settings.
+        True when none refused."""
+        done = True
+        for reload in self.on_reload:
+            try:
+                reload()
+            except AgentTrailError as exc:
+                log.error("reload refused, the settings in force stay as they were: %s", exc)
+                done = False
+            except Exception:  # a bug in one extension's reload must not end serve (SIGHUP)
+                log.exception("reload failed unexpectedly, the settings in force stay as they were")
+                done = False
+        return done
 
     def dead_workers(self) -> list[str]:
         dead = [

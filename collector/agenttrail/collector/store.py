@@ -174,6 +174,17 @@ class Store:
         except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
+    def query_with_names(
+        self, sql: str, *, settings: Mapping[str, str | int] | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The column names and rows of `sql`, run with these per-query ClickHouse settings."""
+        try:
+            with self._lock:
+                result = self._client.query(sql, settings=dict(settings or {}))
+                return list(result.column_names), [tuple(row) for row in result.result_rows]
+        except (*_driver_errors(), OSError) as exc:
+            raise _translate(exc, self.location) from exc
+
     def insert_rows(
         self,
         table: str,

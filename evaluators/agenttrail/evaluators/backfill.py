@@ -4,6 +4,10 @@ The online worker only looks back `lookback_s`; backfill takes any start-time ra
 decides runs exactly as the worker does (filters, shared sampling, decisions), skips runs
 already decided for this version, and leaves older versions' results where they are. A spent
 budget stops it: the runs left stay pending, and running it again later continues.
+
+While `serve` holds the embedded store the same command runs here inside the sidecar, as a job
+of `BackfillJobs` (admin_api.py) that the CLI starts and polls; `BackfillReport.to_json` is
+what both print from.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from agenttrail.collector.queries import TRAJECTORY_JSON_COLUMNS, TrajectoryFilter, trajectory_to_json
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.judge_runs import BatchOutcome, OnlineJudge, decide_runs
+from agenttrail.evaluators.judge_runs import BatchOutcome, OnlineJudge, decide_runs, pause_text
 from agenttrail.evaluators.reference_store import latest_references
 from agenttrail.evaluators.run_queue import pending_runs
 
@@ -31,6 +36,22 @@ class BackfillReport:
     @property
     def decided(self) -> int:
         return self.outcome.decided
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as the CLI prints it, also across the sidecar's admin API."""
+        outcome = self.outcome
+        return {
+            "judge": self.judge,
+            "version": self.version,
+            "dry_run": self.dry_run,
+            "decided": self.decided,
+            "decisions": dict(outcome.decisions),
+            "would": dict(self.would),
+            "prompt_tokens": outcome.prompt_tokens,
+            "completion_tokens": outcome.completion_tokens,
+            "cost": outcome.cost,
+            "paused": pause_text(outcome.pause) if outcome.pause is not None else None,
+        }
 
 
 def _where(runs: TrajectoryFilter) -> tuple[str, dict[str, object]]:
@@ -48,8 +69,10 @@ def backfill(
     batch_size: int = 100,
     worker_id: str = "backfill",
     progress: Callable[[BackfillReport], None] | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> BackfillReport:
-    """Decide up to `runs.limit` undecided runs in the filter's start range, oldest first."""
+    """Decide up to `runs.limit` undecided runs in the filter's start range, oldest first;
+    `stopping()` true ends it between batches (what was decided stays decided)."""
     report = BackfillReport(online.name, online.version, dry_run)
     where, params = _where(runs)
     if dry_run:
@@ -72,7 +95,7 @@ def backfill(
         return report
     references = latest_references(store)
     with ThreadPoolExecutor(online.concurrency, thread_name_prefix="agenttrail-backfill") as executor:
-        while report.decided < runs.limit:
+        while report.decided < runs.limit and not stopping():
             rows = pending_runs(
                 store,
                 online.queue_key,

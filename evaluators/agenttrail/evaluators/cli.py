@@ -50,7 +50,7 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     """Add the evaluator's tables, worker and read API to a sidecar before it starts."""
     from agenttrail.evaluators.admin_api import install_admin
     from agenttrail.evaluators.api import install_api
-    from agenttrail.evaluators.judge_setup import build_online_judges, install_judges
+    from agenttrail.evaluators.judge_setup import install_judges
     from agenttrail.evaluators.judges import ClientPool
     from agenttrail.evaluators.monitoring.alerts.install import install_alerts
     from agenttrail.evaluators.monitoring.export_install import install_export_and_report
@@ -71,12 +71,12 @@ def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.add_read_route("/api/v1/scores", scores_route)
     sidecar.on_assembled.append(worker.wake)
     judge_clients = ClientPool()  # online and API judging share each model's budget
-    # the judge worker only when judges are configured
-    install_judges(sidecar, config_file, config, lambda judges: build_online_judges(judges, judge_clients))
+    judges = install_judges(sidecar, config_file, config, judge_clients)
     install_alerts(sidecar, config_file)
     install_export_and_report(sidecar, config_file)
-    install_api(sidecar, config.metrics, config_file, judge_clients)
-    install_admin(sidecar)
+    api_judges = install_api(sidecar, config.metrics, config_file, judge_clients)
+    judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
+    install_admin(sidecar, judges)
 
 
 def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
@@ -100,12 +100,20 @@ def install_console(sidecar: Sidecar, config_file: str | None) -> None:
     install(sidecar, config_file)
 
 
+def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
+    """The MCP tools over streamable HTTP at /mcp/ (agenttrail.evaluators.mcp_server.install)."""
+    from agenttrail.evaluators.mcp_server.install import install_mcp as install
+
+    install(sidecar, config_file)
+
+
 # The order the command modules used to register themselves in: criteria first, so that judges
 # built by later extensions find its store binding.
 SIDECAR_EXTENSIONS.insert(0, install_criteria)
 SIDECAR_EXTENSIONS.append(install_monitoring)
 SIDECAR_EXTENSIONS.append(install_evaluator)
 SIDECAR_EXTENSIONS.append(install_console)  # after the evaluator: it finds its worker
+SIDECAR_EXTENSIONS.append(install_mcp)
 EXTENSION_SECTIONS.update(
     ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
 )
@@ -138,6 +146,14 @@ LAZY_COMMANDS = {
         "agenttrail.evaluators.cli_offline:evaluate_command",
         "Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows).",
     ),
+    "judges": (
+        "agenttrail.evaluators.cli_judges",
+        "The LLM judges of the config file: list those in force, reload an edited judges section.",
+    ),
+    "mcp": (
+        "agenttrail.evaluators.cli_mcp:mcp_command",
+        "Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio.",
+    ),
     "report": (
         "agenttrail.evaluators.cli_report",
         "Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with drift "
@@ -154,9 +170,10 @@ SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if 
 
 
 def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
-    """The store itself, for writing commands; refuses politely while serve holds an embedded store."""
+    """The store itself, for writing commands (created if missing); refuses politely while serve
+    holds an embedded store."""
     config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, None)
+    source = read_via(config, None, create=True)
     if isinstance(source, SidecarApi):
         raise click.ClickException(
             f"the store is held by a running sidecar ({source.base_url}); stop it to change references, "
@@ -181,7 +198,7 @@ def references_load(file: str, store: str | None, database: str | None, config_f
     """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task.
 
     While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references)."""
-    from agenttrail.evaluators.admin_api import ADMIN_PREFIX
+    from agenttrail.evaluators.admin_routes import ADMIN_PREFIX
     from agenttrail.evaluators.reference_store import store_reference_set
     from agenttrail.evaluators.references import ReferenceSetError, load_reference_set
 
@@ -214,10 +231,15 @@ def references_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str
 ) -> None:
     """The current reference of every task (through `serve` while it holds the store)."""
-    from agenttrail.evaluators.admin_api import REFERENCES_ROUTE, reference_rows
+    from agenttrail.evaluators.admin_routes import REFERENCES_ROUTE
+
+    def local(source: Store) -> list[dict[str, Any]]:
+        from agenttrail.evaluators.admin_api import reference_rows  # Starlette: only when needed
+
+        return reference_rows(source)
 
     config = config_from({"store": store, "database": database}, config_file)
-    rows = read_rows(config, None, REFERENCES_ROUTE, {}, reference_rows, ALL_MIGRATIONS)
+    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,

@@ -1,24 +1,32 @@
-"""`agenttrail audit` and `agenttrail backfill`: what the evaluators decided, and judging past runs.
+"""`agenttrail audit`, `backfill` and `judges`: what the evaluators decided, judging past runs,
+and the judges in force.
 
-`audit` reads, so it works while `serve` holds the embedded store (through the sidecar's
-`/api/v1/decisions`). `backfill` writes scores and decisions: it opens the store itself and so
-refuses while `serve` holds an embedded store (stop serve, or share a ClickHouse server); the
-sidecar's read API is GET-only and a long judging job does not belong in a request.
+Each works the same with and without `serve` holding the embedded store. `audit` and `judges
+list` read through the sidecar's read API. `backfill` runs in the sidecar as a job (the CLI
+starts it through the admin API, prints its progress and cancels it on Ctrl-C), with the judge
+the sidecar has in force; the CLI sends the fingerprint of the judge in its own config file, so
+an edit not yet reloaded is an error, not a silent backfill with the old judge. `judges reload`
+makes the sidecar read its config file's judges section again (as SIGHUP does).
 """
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from agenttrail.collector.cli import (
+    SidecarApi,
     cli,
+    cli_error,
     config_from,
     emit_rows,
     read_rows,
     resolve_trace_id,
     run_filter,
+    running_sidecar,
     store_options,
 )
 from agenttrail.collector.errors import AgentTrailError
@@ -26,7 +34,8 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.cli import ALL_MIGRATIONS, open_store
 
 if TYPE_CHECKING:
-    from agenttrail.evaluators.backfill import BackfillReport
+    from agenttrail.collector.queries import TrajectoryFilter
+    from agenttrail.evaluators.judge_config import JudgeSpec
 
 
 @cli.command()
@@ -79,12 +88,12 @@ def audit(
     )
 
 
-def _progress(report: BackfillReport) -> None:
-    counts = report.outcome.decisions
+def _progress(report: dict[str, Any]) -> None:
+    counts = report["decisions"]
     click.echo(
-        f"backfill {report.judge}: {report.decided} runs decided "
-        f"({counts['done']} judged, {counts['error']} errors, {counts['filtered']} filtered, "
-        f"{counts['sampled_out']} sampled out)",
+        f"backfill {report['judge']}: {report['decided']} runs decided "
+        f"({counts.get('done', 0)} judged, {counts.get('error', 0)} errors, "
+        f"{counts.get('filtered', 0)} filtered, {counts.get('sampled_out', 0)} sampled out)",
         err=True,
     )
 
@@ -116,44 +125,199 @@ def backfill_command(
 ) -> None:
     """Judge past runs with a new or changed judge (its current version).
 
-    Runs already decided for that version are skipped; older versions' results are kept."""
-    from agenttrail.evaluators.backfill import backfill
+    Runs already decided for that version are skipped; older versions' results are kept. While
+    `serve` holds the store, the sidecar runs it with the judge it has in force (after an edit,
+    `agenttrail judges reload` first); Ctrl-C stops it after the current batch."""
     from agenttrail.evaluators.judge_config import JudgesConfig
-    from agenttrail.evaluators.judge_runs import pause_text
-    from agenttrail.evaluators.judge_setup import build_online_judge
 
     runs = run_filter(since, until, agent, task, None, limit)
     if not config_file:
         raise click.ClickException("backfill needs the config file that defines the judge: pass --config")
     try:
-        online = build_online_judge(JudgesConfig.from_file(config_file).get(judge_name))
+        spec = JudgesConfig.from_file(config_file).get(judge_name)
     except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
+    api = running_sidecar(config_from({"store": store, "database": database}, config_file), None)
+    if api is not None:
+        report = _backfill_in_sidecar(api, spec, runs, dry_run)
+    else:
+        report = _backfill_here(spec, runs, dry_run, store, database, config_file)
+    name = f"{report['judge']}@{report['version']}"
+    if dry_run:
+        would = report["would"]
+        total = sum(would.values())
+        click.echo(
+            f"dry run: {total} run(s) not yet decided by {name}: {would.get('judge', 0)} would be judged, "
+            f"{would.get('filtered', 0)} filtered, {would.get('sampled_out', 0)} sampled out"
+        )
+        return
+    counts = report["decisions"]
+    click.echo(
+        f"backfill {name}: {report['decided']} run(s) decided: {counts.get('done', 0)} judged, "
+        f"{counts.get('error', 0)} error(s), {counts.get('filtered', 0)} filtered, "
+        f"{counts.get('sampled_out', 0)} sampled out; "
+        f"{report['prompt_tokens']} prompt + {report['completion_tokens']} completion tokens, "
+        f"cost {report['cost']:.4f}"
+    )
+    if report["paused"]:
+        raise click.ClickException(
+            f"stopped: {report['paused']}; {counts.get('budget_paused', 0)} run(s) stay pending, "
+            "run the same command again then to continue"
+        )
+
+
+def _backfill_here(
+    spec: JudgeSpec,
+    runs: TrajectoryFilter,
+    dry_run: bool,
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+) -> dict[str, Any]:
+    """No sidecar holds the store: open it and judge from this process."""
+    from agenttrail.evaluators.backfill import backfill
+    from agenttrail.evaluators.judge_setup import build_online_judge
+
+    try:
+        online = build_online_judge(spec)
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
     target = open_store(store, database, config_file)
     try:
-        report = backfill(target, online, runs, dry_run=dry_run, progress=_progress)
+        report = backfill(target, online, runs, dry_run=dry_run, progress=lambda r: _progress(r.to_json()))
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         target.close()
-    name = f"{online.name}@{online.version}"
-    if dry_run:
-        would = report.would
-        total = sum(would.values())
+    return report.to_json()
+
+
+def _backfill_in_sidecar(
+    api: SidecarApi, spec: JudgeSpec, runs: TrajectoryFilter, dry_run: bool
+) -> dict[str, Any]:
+    """The sidecar holds the store: start the job there, follow it, cancel it on Ctrl-C."""
+    from agenttrail.evaluators.admin_routes import ADMIN_PREFIX as ADMIN
+
+    body = {"judge": spec.name, "fingerprint": spec.fingerprint, "runs": runs.to_params(), "dry_run": dry_run}
+    job = api.post_json(f"{ADMIN}/backfill", body)
+    path = f"{ADMIN}/backfill/{job['id']}"
+    click.echo(
+        f"backfill runs in the sidecar at {api.base_url}, which holds the store (job {job['id']})", err=True
+    )
+    decided = 0
+    try:
+        while job["state"] == "running":
+            time.sleep(0.3)
+            job = api.get_lines(path, {})[0]
+            if job["report"]["decided"] != decided:
+                decided = job["report"]["decided"]
+                _progress(job["report"])
+    except KeyboardInterrupt:
+        api.post_json(f"{path}/cancel", {})
+        raise click.ClickException(
+            "interrupted: the sidecar stops this backfill after its current batch; the runs decided so far "
+            "stay decided, and the same command continues with the rest"
+        ) from None
+    if job["state"] == "failed":
+        raise click.ClickException(f"the backfill failed in the sidecar: {job['error']}")
+    if job["state"] == "cancelled":
+        raise click.ClickException(
+            f"the sidecar cancelled the backfill (is serve stopping?) after {job['report']['decided']} "
+            "run(s); the same command continues with the rest"
+        )
+    report: dict[str, Any] = job["report"]
+    return report
+
+
+@cli.group()
+def judges() -> None:
+    """The LLM judges of the config file: list those in force, reload an edited judges section."""
+
+
+@judges.command("list")
+@store_options
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
+@click.option("--server", help="Ask a running sidecar's HTTP API at this URL (http://host:4318).")
+def judges_list(
+    store: str | None, database: str | None, config_file: str | None, output_format: str, server: str | None
+) -> None:
+    """The judges with their versions: those in force in the running sidecar, else the config file's."""
+    from agenttrail.evaluators.admin_routes import JUDGES_ROUTE
+
+    config = config_from({"store": store, "database": database}, config_file)
+    api = running_sidecar(config, server)
+    rows = api.get_lines(JUDGES_ROUTE, {}) if api is not None else _checked(config_file)
+    emit_rows(
+        rows,
+        output_format,
+        empty="no judges configured (the config file's judges: section; see deploy/agenttrail.yaml)",
+        headers=["judge", "type", "model", "enabled", "version", "sample", "agents", "tasks", "failure"],
+        cells=lambda r: (
+            r["name"],
+            r["type"],
+            r["model"],
+            "yes" if r["enabled"] else "no",
+            r["version"] or "-",
+            r["sample_rate"],
+            ",".join(r["agents"]) or "all",
+            ",".join(r["tasks"]) or "all",
+            r["failure"],
+        ),
+    )
+
+
+def _checked(config_file: str | None) -> list[dict[str, Any]]:
+    """The config file's judges, each built as serve builds them at start (ConfigError: exit 3)."""
+    from agenttrail.evaluators.judge_config import JudgesConfig
+    from agenttrail.evaluators.judge_setup import build_online_judges, judge_rows
+
+    try:
+        config = JudgesConfig.from_file(config_file)
+        return judge_rows(config, build_online_judges(config))
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+
+
+def _names(answer: dict[str, Any], key: str) -> str:
+    names: list[str] = answer[key]
+    return f"{len(names)} {key}" + (f" ({', '.join(names)})" if names else "")
+
+
+@judges.command("reload")
+@store_options
+@click.option("--server", help="Reload a running sidecar at this URL (http://host:4318).")
+def judges_reload(
+    store: str | None, database: str | None, config_file: str | None, server: str | None
+) -> None:
+    """Make the running sidecar take its config file's edited judges section, without a restart.
+
+    The same as SIGHUP to serve. A section it refuses (exit 3, the error names the judge and key)
+    leaves the judges in force as they were. With no sidecar running, checks the section as serve
+    does when it starts."""
+    config = config_from({"store": store, "database": database}, config_file)
+    api = running_sidecar(config, server)
+    if api is None:
+        if not config_file:
+            raise click.UsageError(
+                "no sidecar is running to reload; pass --config FILE to check a judges section"
+            )
+        rows = _checked(config_file)
+        enabled = [row["name"] for row in rows if row["enabled"]]
         click.echo(
-            f"dry run: {total} run(s) not yet decided by {name}: {would['judge']} would be judged, "
-            f"{would['filtered']} filtered, {would['sampled_out']} sampled out"
+            f"no sidecar holds the store at {config.store}: nothing to reload. {config_file}: "
+            f"{len(rows)} judge(s) valid, {len(enabled)} enabled ({', '.join(enabled) or 'none'}); "
+            "serve takes them when it starts"
         )
         return
-    counts, outcome = report.outcome.decisions, report.outcome
-    click.echo(
-        f"backfill {name}: {report.decided} run(s) decided: {counts['done']} judged, "
-        f"{counts['error']} error(s), {counts['filtered']} filtered, {counts['sampled_out']} sampled out; "
-        f"{outcome.prompt_tokens} prompt + {outcome.completion_tokens} completion tokens, "
-        f"cost {outcome.cost:.4f}"
-    )
-    if outcome.pause is not None:
-        raise click.ClickException(
-            f"stopped: {pause_text(outcome.pause)}; {counts['budget_paused']} run(s) stay pending, "
-            "run the same command again then to continue"
+    from agenttrail.evaluators.admin_routes import ADMIN_PREFIX
+
+    answer = api.post_json(f"{ADMIN_PREFIX}/judges/reload", {})
+    if config_file and Path(config_file).resolve() != Path(answer["config_file"]):
+        click.echo(
+            f"note: the sidecar reads its own config file {answer['config_file']}, not {config_file}",
+            err=True,
         )
+    click.echo(
+        f"judges reloaded from {answer['config_file']}: "
+        + ", ".join(_names(answer, key) for key in ("added", "changed", "removed", "unchanged"))
+    )

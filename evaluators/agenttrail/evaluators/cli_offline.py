@@ -12,7 +12,8 @@ options) or a YAML/JSON file of judge definitions: a list, or the sidecar config
 ``judges:`` list (keys only the online scheduler reads, such as ``sample_rate``, are ignored).
 Model settings missing from a definition come from ``--judge-model`` / ``--judge-base-url``
 (env ``AGENTTRAIL_JUDGE_MODEL`` / ``AGENTTRAIL_JUDGE_BASE_URL``); the key from
-``OPENAI_API_KEY`` unless a definition names another ``api_key_env``.
+``OPENAI_API_KEY`` unless a definition names another ``api_key_env``. A ``type: criteria`` judge
+naming a saved set (``criteria_set:``) reads it from the store ``--store`` / ``--database`` name.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import os
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
 
 from agenttrail.collector.cli import EXIT_BAD_INPUT, BadInput
-from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.errors import AgentTrailError, ConfigError
 from agenttrail.evaluators.datasets import DatasetError, load_dataset
 from agenttrail.evaluators.judges.base import Judge
 from agenttrail.evaluators.judges.registry import (
@@ -58,6 +60,29 @@ def _epilog() -> str:
     for kind, summary in judge_types().items():
         lines.extend(textwrap.wrap(f"{kind}: {summary}", 96, initial_indent="  ", subsequent_indent="      "))
     return "\n".join(lines)
+
+
+def _bind_criteria_store(store: str | None, database: str | None, opened: list[Any]) -> None:
+    """Saved criteria sets are read from this store (while a sidecar holds it: refused, saying what
+    to do instead); without --store or --database none is bound, and such a judge says to pass it."""
+    from agenttrail.collector.cli import SidecarApi, config_from, read_via
+    from agenttrail.evaluators.criteria.judge import bind_store
+
+    if not store and not database:
+        bind_store(None)
+        return
+
+    def open_store() -> Any:
+        source = read_via(config_from({"store": store, "database": database}, None), None)
+        if isinstance(source, SidecarApi):
+            raise ConfigError(
+                f"the store is held by a running sidecar ({source.base_url}): export the set with "
+                "`agenttrail criteria show NAME > set.yaml` and give it to the judge as file: set.yaml"
+            )
+        opened.append(source)
+        return source
+
+    bind_store(open_store)
 
 
 def judge_definitions(specs: tuple[str, ...], defaults: dict[str, str]) -> list[JudgeDefinition]:
@@ -140,6 +165,13 @@ def _metrics_option(
     "[env: AGENTTRAIL_JUDGE_BASE_URL]",
 )
 @click.option(
+    "--store",
+    default=None,
+    help="The store saved criteria sets are read from (a `type: criteria` judge's criteria_set): "
+    "embedded store directory or http(s):// ClickHouse URL [env AGENTTRAIL_STORE].",
+)
+@click.option("--database", default=None, help="ClickHouse database of --store [default: agenttrail].")
+@click.option(
     "--format",
     "output_format",
     type=click.Choice(["table", "json"]),
@@ -159,17 +191,26 @@ def evaluate_command(
     judge_specs: tuple[str, ...],
     judge_model: str | None,
     judge_base_url: str | None,
+    store: str | None,
+    database: str | None,
     output_format: str,
     output: Path | None,
 ) -> None:
     """Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows)."""
     defaults = {key: value for key, value in (("model", judge_model), ("base_url", judge_base_url)) if value}
     pool = ClientPool()
+    opened: list[Any] = []
+    _bind_criteria_store(store, database, opened)
     try:
         definitions = judge_definitions(judge_specs, defaults)
         judges: list[Judge] = [pool.build(definition, "--judge") for definition in definitions]
-    except ConfigError as exc:
+        for judge in judges:
+            _ = judge.version  # a saved criteria set is read here, so a bad name fails before any row
+    except (ConfigError, AgentTrailError) as exc:
         raise click.BadParameter(str(exc), param_hint="'--judge'") from exc
+    finally:
+        for opened_store in opened:
+            opened_store.close()
     agent = None
     if agent_spec is not None:
         # Like `python -m`, so `--agent my_agent:run` finds my_agent.py in the current directory.

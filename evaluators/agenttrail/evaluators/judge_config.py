@@ -12,6 +12,7 @@
         tasks: []
         failure: any           # any | failed | succeeded
         version: "2026-11"     # optional pin: keeps results under this version across edits
+        session_idle_s: 900    # scope session: a conversation quiet this long is judged (default 15 min)
         options: {scope: session}
 
 Only the online keys are read here; the rest (type, model settings, type options) is handed
@@ -20,8 +21,10 @@ to the judge registry (judges/registry.py), which validates it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,7 +34,9 @@ from agenttrail.evaluators.worker import sample_fraction
 
 FailureFilter = Literal["any", "failed", "succeeded"]
 _FAILURE: tuple[FailureFilter, ...] = ("any", "failed", "succeeded")
-ONLINE_KEYS = frozenset({"name", "sample_rate", "agents", "tasks", "failure", "enabled", "version"})
+ONLINE_KEYS = frozenset(
+    {"name", "sample_rate", "agents", "tasks", "failure", "enabled", "version", "session_idle_s"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,15 @@ class JudgeSpec:
     enabled: bool = True
     version: str | None = None  # a pin: results keep this version when the prompt or settings change
     source: str = "config"  # where it was configured, for error messages
+    session_idle_s: float = 900.0  # scope session: judged once its conversation is this quiet
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of everything configured for this judge: the CLI sends it with a backfill so a
+        running sidecar can say when its judge differs from the one in the user's file."""
+        fields = {key: value for key, value in asdict(self).items() if key != "source"}
+        text = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def filtered_by(self, agent: str, task: str, failed: bool) -> str:
         """Which filter keeps this run from the judge ('' when none does)."""
@@ -89,6 +103,9 @@ class JudgeSpec:
         version = item.get("version")
         if version is not None and (not isinstance(version, str | int) or not str(version).strip()):
             raise ConfigError(f"{where}: key 'version' must be a non-empty string, got {version!r}")
+        idle = item.get("session_idle_s", 900.0)
+        if isinstance(idle, bool) or not isinstance(idle, int | float) or idle < 0:
+            raise ConfigError(f"{where}: key 'session_idle_s' must be a number of seconds >= 0, got {idle!r}")
         options = {**defaults, **{key: value for key, value in item.items() if key not in ONLINE_KEYS}}
         return cls(
             name=name,
@@ -100,6 +117,7 @@ class JudgeSpec:
             enabled=enabled,
             version=None if version is None else str(version),
             source=source,
+            session_idle_s=float(idle),
         )
 
 

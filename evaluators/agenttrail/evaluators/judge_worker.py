@@ -5,11 +5,16 @@ version, so a new judge version judges them again and keeps the old version's re
 run on a thread pool per judge, as wide as the judge client's concurrency. When a judge's
 budget is spent the judge pauses until the budget's window turns over: its runs stay pending,
 one WARNING says so, and `/healthz` shows it under "judges".
+
+A reloaded `judges:` section (`agenttrail judges reload`, SIGHUP) is handed over with
+`replace_judges` and taken by the worker's own thread between batches, so a batch never loses
+its thread pool half-way.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 
 from agenttrail.collector.queries import TRAJECTORY_JSON_COLUMNS, trajectory_to_json
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.combined import is_response_judge, store_combined
 from agenttrail.evaluators.judge_runs import BatchOutcome, OnlineJudge, decide_runs, pause_text
 from agenttrail.evaluators.judges.base import BudgetExhausted
 from agenttrail.evaluators.run_queue import RunQueueWorker, pending_runs
@@ -66,12 +72,44 @@ class JudgeWorker(RunQueueWorker):
         self.batch_size = batch_size or max(64, 16 * max((j.concurrency for j in judges), default=1))
         self._clock = clock
         self._ingest_busy = ingest_busy
+        self._responses = [j.name for j in self.judges if is_response_judge(j.judge)]
         self.pauses: dict[str, BudgetExhausted] = {}  # judge name -> the budget error that paused it
         self.counters = JudgeCounters(per_judge={j.name: BatchOutcome() for j in self.judges})
-        self._executors = {
-            j.name: ThreadPoolExecutor(j.concurrency, thread_name_prefix=f"agenttrail-judge-{j.name}")
-            for j in self.judges
-        }
+        self._executors = {j.name: _executor(j) for j in self.judges}
+        self._replacement: tuple[OnlineJudge, ...] | None = None
+        self._replace_lock = threading.Lock()
+
+    def replace_judges(self, judges: Sequence[OnlineJudge]) -> None:
+        """Judge with `judges` from the next batch on (a reload; validated by the caller)."""
+        with self._replace_lock:
+            self._replacement = tuple(judges)
+        self.wake()
+
+    def _take_replacement(self) -> None:
+        with self._replace_lock:
+            replacement, self._replacement = self._replacement, None
+        if replacement is None:
+            return
+        old = {judge.name: judge for judge in self.judges}
+        executors: dict[str, ThreadPoolExecutor] = {}
+        for judge in replacement:
+            kept = old.get(judge.name)
+            if kept is not None and kept.concurrency == judge.concurrency:
+                executors[judge.name] = self._executors.pop(judge.name)
+            else:
+                executors[judge.name] = _executor(judge)
+            if kept is None or getattr(kept.judge, "client", None) is not getattr(
+                judge.judge, "client", None
+            ):
+                self.pauses.pop(judge.name, None)  # a new client has a budget of its own
+            self.counters.per_judge.setdefault(judge.name, BatchOutcome())
+        for executor in self._executors.values():  # judges removed, or with another concurrency
+            executor.shutdown(wait=False, cancel_futures=True)
+        for name in set(old) - {judge.name for judge in replacement}:
+            self.pauses.pop(name, None)
+        self._executors = executors
+        self.judges = replacement
+        self._heartbeat(force=True)
 
     def queue_keys(self) -> list[str]:
         return [judge.queue_key for judge in self.judges]
@@ -104,7 +142,10 @@ class JudgeWorker(RunQueueWorker):
 
     def run_once(self) -> int:
         """One batch for each judge not paused; returns how many runs left the queues."""
+        self._take_replacement()
         self.counters.cycles += 1
+        if not self.judges:  # none configured (yet): a reload may add some
+            return 0
         self._heartbeat()
         if self._ingest_busy():
             # Ingestion first: judging shares this process's CPU, and runs can wait a little.
@@ -134,8 +175,11 @@ class JudgeWorker(RunQueueWorker):
                 self._executors[online.name],
                 references=self.references(),
                 worker_id=self.worker_id,
+                now=self._clock(),
             )
             self.counters.per_judge[online.name].add(outcome)
+            # multiply_score / avg_score once tool correctness and a response score are both stored
+            store_combined(self.store, [row[0] for row in rows], self._responses)
             decided += outcome.decided
             if outcome.pause is not None:
                 self._pause(online.name, outcome.pause)
@@ -148,3 +192,7 @@ class JudgeWorker(RunQueueWorker):
             name,
             pause_text(pause),
         )
+
+
+def _executor(judge: OnlineJudge) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(judge.concurrency, thread_name_prefix=f"agenttrail-judge-{judge.name}")

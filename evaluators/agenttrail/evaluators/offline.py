@@ -23,6 +23,14 @@ counted), and the report has ``"judges": {metric: {"errors", "missing", "prompt_
 "completion_tokens", "cost"}}``. Without judges these keys are absent. When the judge budget is
 spent, the judge results still to come are errors saying so, never silently left out.
 
+A session-scope judge (task_completion ``scope: session``) judges each conversation once: rows
+name theirs in a ``conversation_id`` column (as ``agenttrail trajectories --format json`` does), a
+conversation's rows are its rounds in dataset order, and the result sits on its last row with
+``details.conversation_id`` and ``details.rows``; rows naming none are refused (ValueError).
+A tool-selection judge's verdict makes a ``tool_correctness`` metric the min of both, and with a
+response-quality judge (``final_response``) each row has ``multiply_score`` and ``avg_score``
+(``agenttrail.evaluators.combined``).
+
 Without metric specs, the five reference metrics of Vertex's six (exact, in-order and any-order
 match, precision, recall) are computed when any row has a reference trajectory; the sixth,
 single tool use, needs a ``tool_name``. ``latency`` and ``failure`` are always reported.
@@ -31,11 +39,20 @@ single tool use, needs a ``tool_name``. ``latency`` and ``failure`` are always r
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from agenttrail.evaluators.combined import (
+    COMBINED,
+    TOOL_CORRECTNESS,
+    combined_scores,
+    first_result,
+    min_tool_correctness,
+    response_judges,
+    selection_judges,
+)
 from agenttrail.evaluators.datasets import DatasetRow, RowError
 from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.metrics import (
@@ -258,7 +275,15 @@ def evaluate_rows(
     """
     metrics = parse_metric_specs(metric_specs) if metric_specs else default_metrics(rows)
     names = metric_names(metrics)
-    judge_names = judge_outputs(judges, names)
+    _check_conversations(judges, rows)
+    correctness = next((m for m in metrics if m.spec.name == "tool_correctness"), None)
+    selectors = selection_judges(judges)
+    # With the metric asked for, a tool-selection judge's min lands in the metric (its parameters).
+    merged = TOOL_CORRECTNESS if correctness is not None and selectors else ()
+    judge_names = tuple(name for name in judge_outputs(judges, names, merged) if name not in merged)
+    responders = response_judges(judges)
+    if responders and (correctness is not None or TOOL_CORRECTNESS[0] in judge_names):
+        judge_names = (*judge_names, *COMBINED)
     instances: list[InstanceResult] = []
     for row in rows:
         if isinstance(row, RowError) or row.predicted is None:
@@ -271,9 +296,19 @@ def evaluate_rows(
         instances.append(InstanceResult(row.index, {name: values[name] for name in names}))
     if judges:
         good = [row for row in rows if isinstance(row, DatasetRow) and row.predicted is not None]
-        verdicts = run_judges(judges, [judge_input(row) for row in good], judge_workers)
-        by_index = dict(zip((row.index for row in good), verdicts, strict=True))
-        instances = [_with_judges(instance, by_index.get(instance.index, [])) for instance in instances]
+        inputs = [judge_input(row) for row in good]
+        per_row = [judge for judge in judges if not _session_scope(judge)]
+        verdicts = run_judges(per_row, inputs, judge_workers) if per_row else [[] for _ in good]
+        for position, results in _judge_sessions(judges, good, inputs, judge_workers).items():
+            verdicts[position].extend(results)
+        by_index = {
+            row.index: (run, results) for row, run, results in zip(good, inputs, verdicts, strict=True)
+        }
+        combine = Combine(correctness.params if correctness else None, selectors, responders)
+        instances = [
+            combine(instance, *by_index[instance.index]) if instance.index in by_index else instance
+            for instance in instances
+        ]
     all_names = (*names, *judge_names)
     return EvaluationReport(
         names,
@@ -284,14 +319,105 @@ def evaluate_rows(
     )
 
 
-def _with_judges(instance: InstanceResult, results: list[JudgeResult]) -> InstanceResult:
-    return InstanceResult(instance.index, instance.metrics, instance.error, {r.metric: r for r in results})
+def _session_scope(judge: Judge) -> bool:
+    return getattr(judge, "scope", "run") == "session"
 
 
-def judge_outputs(judges: Sequence[Judge], names: Sequence[str]) -> tuple[str, ...]:
-    """The metric names the judges report; ValueError if one is reported twice or is also a metric."""
+def conversation_of(row: DatasetRow) -> str:
+    """The conversation a row belongs to (its ``conversation_id`` column), '' if none."""
+    value = row.extra.get("conversation_id")
+    return str(value) if value not in (None, "") else ""
+
+
+def _check_conversations(judges: Sequence[Judge], rows: Sequence[DatasetRow | RowError]) -> None:
+    """Session scope judges conversations: refused (ValueError) unless every row names its own."""
+    session = [judge.name for judge in judges if _session_scope(judge)]
+    if not session:
+        return
+    unnamed = [
+        row.index
+        for row in rows
+        if isinstance(row, DatasetRow) and row.predicted is not None and not conversation_of(row)
+    ]
+    if unnamed:
+        shown = ", ".join(str(index) for index in unnamed[:5]) + (", ..." if len(unnamed) > 5 else "")
+        raise ValueError(
+            f"judge {session[0]} has scope: session, which judges whole conversations, and row(s) "
+            f"{shown} name none: give every row a conversation_id (rows of one conversation in "
+            "order), or use scope: run to judge each row on its own"
+        )
+
+
+def _judge_sessions(
+    judges: Sequence[Judge], good: Sequence[DatasetRow], inputs: Sequence[JudgeInput], workers: int
+) -> dict[int, list[JudgeResult]]:
+    """Session-scope judges on each conversation once (its rows in dataset order); the result goes
+    to the conversation's last row (position in `good`), naming the conversation and its rows."""
+    session = [judge for judge in judges if _session_scope(judge)]
+    if not session:
+        return {}
+    groups: dict[str, list[int]] = {}
+    for position, row in enumerate(good):
+        groups.setdefault(conversation_of(row), []).append(position)
+    conversations = list(groups.items())
+    runs = [
+        replace(inputs[members[-1]], runs=tuple(inputs[m] for m in members)) for _, members in conversations
+    ]
+    verdicts = run_judges(session, runs, workers)
+    placed: dict[int, list[JudgeResult]] = {}
+    for (conversation, members), results in zip(conversations, verdicts, strict=True):
+        rows = [good[m].index for m in members]
+        placed[members[-1]] = [
+            replace(result, details={**result.details, "conversation_id": conversation, "rows": rows})
+            for result in results
+        ]
+    return placed
+
+
+@dataclass(frozen=True, slots=True)
+class Combine:
+    """One row's metrics and judge results with the combined scores (agenttrail.evaluators.combined):
+    the tool_correctness metric takes the tool-selection judge's min, and multiply_score / avg_score
+    come from tool correctness and a response-quality judge."""
+
+    correctness: Mapping[str, Any] | None  # the tool_correctness metric's parameters, if asked for
+    selectors: Sequence[str]
+    responders: Sequence[str]
+
+    def __call__(
+        self, instance: InstanceResult, run: JudgeInput, results: list[JudgeResult]
+    ) -> InstanceResult:
+        metrics = dict(instance.metrics)
+        selection = first_result(results, self.selectors)
+        if self.correctness is not None and self.selectors:
+            results = [result for result in results if result.metric not in TOOL_CORRECTNESS]
+            folded = None if selection is None else min_tool_correctness(run, selection, self.correctness)
+            metrics.update(folded or {})
+        judged = {result.metric: result for result in results}
+        if self.responders:
+            response = first_result(results, self.responders)
+            correctness = (
+                metrics.get(TOOL_CORRECTNESS[0])
+                if TOOL_CORRECTNESS[0] in metrics
+                else getattr(judged.get(TOOL_CORRECTNESS[0]), "score", None)
+            )
+            metrics.update(combined_scores(correctness, None if response is None else response.score))
+        return InstanceResult(instance.index, metrics, instance.error, judged)
+
+
+def judge_outputs(
+    judges: Sequence[Judge], names: Sequence[str], merged: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The metric names the judges report; ValueError if one is reported twice or is also a metric
+    (`merged`: names a judge shares with a metric on purpose, folded into it)."""
     outputs = [output for judge in judges for output in getattr(judge, "outputs", (judge.name,))]
-    clashes = sorted({output for output in outputs if outputs.count(output) > 1 or output in names})
+    clashes = sorted(
+        {
+            output
+            for output in outputs
+            if output not in merged and (outputs.count(output) > 1 or output in names)
+        }
+    )
     if clashes:
         raise ValueError(
             f"{', '.join(clashes)} reported twice (by two judges, or by a judge and a metric): "

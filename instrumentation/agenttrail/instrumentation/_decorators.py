@@ -523,6 +523,10 @@ class AgentRun(_Block):
         """Tie this run to a conversation (also the OpenInference session)."""
         _set_run_attributes(self._active, _conversation_attributes(conversation_id))
 
+    def end_conversation(self) -> None:
+        """Mark this run as its conversation's last (see `end_conversation`)."""
+        _set_run_attributes(self._active, {attr.AGENTTRAIL_CONVERSATION_ENDED: True})
+
 
 class ToolCall(_Block):
     """A tool call opened with tool_call()."""
@@ -629,6 +633,12 @@ def set_task(task: str) -> None:
 def set_conversation_id(conversation_id: str) -> None:
     """Tie the innermost agent run to a conversation, from anywhere inside it."""
     _set_run_attributes(_current_run("set_conversation_id"), _conversation_attributes(conversation_id))
+
+
+def end_conversation() -> None:
+    """Mark the innermost agent run as its conversation's last: session judges judge the
+    conversation as soon as this run is stored, without waiting for its idle time."""
+    _set_run_attributes(_current_run("end_conversation"), {attr.AGENTTRAIL_CONVERSATION_ENDED: True})
 
 
 def set_output(value: object) -> None:

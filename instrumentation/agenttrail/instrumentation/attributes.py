@@ -54,6 +54,8 @@ MIME_TYPE_JSON: Final = "application/json"
 
 # agenttrail's own.
 AGENTTRAIL_TASK: Final = "agenttrail.task"
+# true on the agent span of a conversation's last run: session judges judge it without waiting
+AGENTTRAIL_CONVERSATION_ENDED: Final = "agenttrail.conversation.ended"
 """Which reference trajectory the evaluators compare this agent run with."""
 AGENTTRAIL_TRUNCATED: Final = "agenttrail.truncated"
 """Names of the attributes on this span whose value was cut to the size cap."""

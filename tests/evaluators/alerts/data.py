@@ -5,25 +5,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+
+from trajectory_rows import agent_run, store_runs
 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS
-
-RUN_COLUMNS = (
-    "TraceId",
-    "RootSpanId",
-    "Agent",
-    "Task",
-    "Start",
-    "LatencyS",
-    "Failure",
-    "ToolNames",
-    "ToolStatuses",
-    "AssembledAt",
-    "Version",
-    "IsDeleted",
-)
 
 
 class Clock:
@@ -53,30 +39,18 @@ def insert_runs(
     spread_s: float = 60.0,
 ) -> list[str]:
     """`count` runs of `agent` started in the `spread_s` seconds before `at`; the first `failed` failed."""
-    rows: list[tuple[Any, ...]] = []
-    ids = []
-    for i in range(count):
-        trace = os.urandom(16).hex()
-        ids.append(trace)
-        start = at - spread_s * (i + 0.5) / count
-        rows.append(
-            (
-                trace,
-                os.urandom(8).hex(),
-                agent,
-                task,
-                f"{start:.6f}",
-                latency_s,
-                1 if i < failed else 0,
-                [name for name, _ in tools],
-                [status for _, status in tools],
-                f"{time.time():.6f}",
-                1,
-                0,
-            )
+    runs = [
+        agent_run(
+            start=at - spread_s * (i + 0.5) / count,
+            agent=agent,
+            task=task,
+            latency_s=latency_s,
+            failure=i < failed,
+            tools=tools,
         )
-    store.insert_rows("trajectories", RUN_COLUMNS, rows)
-    return ids
+        for i in range(count)
+    ]
+    return [run.trace_id for run in store_runs(store, runs)]
 
 
 def insert_scores(store: Store, *, agent: str, metric: str, at: float, values: Sequence[float]) -> None:

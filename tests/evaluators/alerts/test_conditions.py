@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trajectory_rows import agent_run, deleted_row, insert_trajectories, run_row
+
 from agenttrail.evaluators.monitoring.alerts.conditions import (
     DriftDetected,
     FailureRateSpike,
@@ -15,7 +17,7 @@ from agenttrail.evaluators.monitoring.alerts.conditions import (
     ToolErrorRate,
 )
 
-from .data import RUN_COLUMNS, insert_drift, insert_runs, insert_scores
+from .data import insert_drift, insert_runs, insert_scores
 
 HOUR = 3600.0
 
@@ -58,11 +60,14 @@ def test_failure_spike_reads_latest_version_and_skips_deleted(alert_store: Any) 
     insert_runs(alert_store, agent="a", at=now, count=20, failed=20)
     keys = alert_store.query("SELECT TraceId, RootSpanId FROM trajectories ORDER BY TraceId")
     # A newer version of every run says it succeeded; half of them are deleted.
-    rows = [
-        (trace, root, "a", "refund", f"{now - 10:.6f}", 1.0, 0, [], [], f"{now:.6f}", 2, i % 2)
-        for i, (trace, root) in enumerate(keys)
+    again = [
+        agent_run(start=now - 10, trace_id=trace, root_span_id=root, agent="a", task="refund")
+        for trace, root in keys
     ]
-    alert_store.insert_rows("trajectories", RUN_COLUMNS, rows)
+    insert_trajectories(
+        alert_store,
+        [deleted_row(run, version=2) if i % 2 else run_row(run, revision=2) for i, run in enumerate(again)],
+    )
     (observation,) = FailureRateSpike(min_runs=1).observe(alert_store, Scope(), now)
     assert observation.value == 0.0
     assert observation.detail.startswith("0/10 runs failed")

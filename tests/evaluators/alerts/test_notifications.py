@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,8 @@ from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_a
 
 from .data import Clock, insert_runs
 from .webhook_server import WebhookServer
+
+DELIVERY_LOGGER = "agenttrail.evaluators.monitoring.alerts.delivery"
 
 SPIKE = {
     "name": "checkout-failures",
@@ -67,6 +70,28 @@ def wait_history(store: Any, rule: str, done: Callable[[list[dict[str, Any]]], b
             return rows
         time.sleep(0.05)
     raise AssertionError(f"history never matched: {rows}")
+
+
+def marker_delivered(
+    store: Any, webhook: WebhookServer, evaluator: AlertEvaluator, clock: Clock, path: str
+) -> list[Any]:
+    """Everything `path` received up to a marker: a later firing (a new group of 30 runs, half of
+    them failed, for every rule of `evaluator`) that the channel delivers after anything queued
+    before it. A test that expects nothing more checks what came before the marker instead of
+    sleeping and hoping a late notification would have arrived."""
+    before = len(webhook.bodies(path))
+    insert_runs(store, agent="marker", at=clock.now, count=30, failed=15)
+    evaluator.run_once()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        bodies = webhook.bodies(path)
+        markers = [i for i, body in enumerate(bodies) if body["group"] == {"agent": "marker"}]
+        if markers:
+            assert markers[0] >= before
+            assert bodies[markers[0]]["kind"] == "firing"
+            return bodies[: markers[0] + 1]
+        time.sleep(0.02)
+    raise AssertionError(f"{path}: the marker never arrived; got {webhook.bodies(path)}")
 
 
 def parse_iso(text: str) -> float:
@@ -229,8 +254,8 @@ def test_one_notification_per_group_then_repeat(
         ("checkout", "repeat"),
     ]
     assert {body["fingerprint"] for body in repeats} == {body["fingerprint"] for body in bodies}
-    time.sleep(0.3)
-    assert len(webhook.bodies("/hook")) == 4
+    *earlier, _ = marker_delivered(alert_store, webhook, evaluator, clock, "/hook")
+    assert len(earlier) == 4  # nothing between the repeats and the marker, which came after
 
 
 def test_failing_webhook_is_retried_recorded_and_isolated(
@@ -302,8 +327,8 @@ def test_min_runs_guards_against_a_handful_of_runs(
     insert_runs(alert_store, agent="checkout", at=clock.now, count=3, failed=3)
     assert evaluator.run_once() == []
     assert query_alerts(alert_store, AlertFilter(all=True)) == []
-    time.sleep(0.2)
-    assert webhook.bodies("/hook") == []
+    *earlier, _ = marker_delivered(alert_store, webhook, evaluator, clock, "/hook")
+    assert earlier == []
 
 
 def test_state_survives_a_restart(alert_store: Any, webhook: WebhookServer, evaluators: Evaluators) -> None:
@@ -338,9 +363,49 @@ def test_removed_rule_resolves_silently_on_start(
     first.run_once()
     webhook.wait_for("/hook", 1)
     first.stop()
-    second, _ = evaluators(channels, [], clock)
+    second, _ = evaluators(channels, [{**SPIKE, "name": "marker", "filter": {"agent": ["marker"]}}], clock)
     second.run_once()
-    (alert,) = query_alerts(alert_store, AlertFilter(all=True))
+    (alert,) = query_alerts(alert_store, AlertFilter(all=True, rule="checkout-failures"))
     assert (alert["state"], alert["detail"]) == ("resolved", "the rule was removed from the configuration")
-    time.sleep(0.2)
-    assert len(webhook.bodies("/hook")) == 1
+    first_firing, _ = marker_delivered(alert_store, webhook, second, clock, "/hook")
+    assert first_firing["rule"] == "checkout-failures"
+    assert first_firing["kind"] == "firing"
+
+
+def wait_logged(caplog: pytest.LogCaptureFixture, count: int) -> list[logging.LogRecord]:
+    """The first `count` records of the log channel's logger, waiting for its thread to write them."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        records = [r for r in caplog.records if r.name == DELIVERY_LOGGER]
+        if len(records) >= count:
+            return records
+        time.sleep(0.02)
+    raise AssertionError(f"expected {count} log notification(s), got {caplog.records}")
+
+
+def test_log_channel_says_what_fired_and_what_resolved(
+    alert_store: Any, evaluators: Evaluators, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The `log` channel writes one line per notification, at its configured level while firing
+    and at INFO once resolved, naming the rule, severity, group and summary, and records delivery."""
+    caplog.set_level(logging.INFO, logger=DELIVERY_LOGGER)
+    evaluator, clock = evaluators({"ops-log": {"type": "log", "level": "error"}}, [SPIKE])
+    insert_runs(alert_store, agent="checkout", at=clock.now, count=30, failed=15)
+    evaluator.run_once()
+    (firing,) = wait_logged(caplog, 1)
+    (alert,) = query_alerts(alert_store, AlertFilter())
+    assert firing.levelno == logging.ERROR
+    assert firing.getMessage() == (
+        "alert firing: [FIRING] checkout-failures (critical) agent=checkout: checkout failing at 50% "
+        f"[{alert['fingerprint']}]"
+    )
+    clock.advance(16 * 60)
+    evaluator.run_once()
+    resolved = wait_logged(caplog, 2)[1]
+    assert resolved.levelno == logging.INFO
+    assert resolved.getMessage().startswith("alert resolved: [RESOLVED] checkout-failures (critical)")
+    rows = wait_history(alert_store, "checkout-failures", lambda rows: len(rows) >= 7)
+    assert [(r["channel"], r["notification"]) for r in rows if r["delivery"] == "delivered"] == [
+        ("ops-log", "firing"),
+        ("ops-log", "resolved"),
+    ]

@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from llm_server import LlmServer
+from trajectory_rows import agent_run, insert_trajectories, run_row
 
 from agenttrail.evaluators.criteria.model import parse_criteria_set
 from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
@@ -90,17 +91,23 @@ def write_runs(path: Any, documents: list[dict[str, Any]]) -> str:
 def insert_runs(store: Any, documents: list[dict[str, Any]]) -> None:
     """Store trajectories as the assembler would (latest version, not deleted)."""
     now = time.time()
-    columns = (
-        "TraceId", "RootSpanId", "Agent", "Task", "Start", "LatencyS", "Failure", "ErrorType",
-        "Input", "Output", "ToolCalls", "ToolCount", "Revision", "AssembledAt", "Version", "IsDeleted",
-    )  # fmt: skip
-    rows = [
-        (d["trace_id"], d["root_span_id"], d["agent"], d["task"], f"{now - i:.6f}", d["latency_s"],
-         d["failure"], d["error_type"], json.dumps(d["input"]), json.dumps(d["output"]),
-         json.dumps(d["tool_calls"]), len(d["tool_calls"]), d["revision"], f"{now:.6f}", 1, 0)
-        for i, d in enumerate(documents)
-    ]  # fmt: skip
-    store.insert_rows("trajectories", columns, rows)
+    rows = []
+    for i, d in enumerate(documents):
+        run = agent_run(
+            start=now - i,
+            trace_id=d["trace_id"],
+            root_span_id=d["root_span_id"],
+            agent=d["agent"],
+            task=d["task"],
+            latency_s=d["latency_s"],
+            failure=bool(d["failure"]),
+            error_type=d["error_type"],
+            input=d["input"],
+            output=d["output"],
+            tools=d["tool_calls"],
+        )
+        rows.append(run_row(run, revision=d["revision"], version=1, assembled_at=now))
+    insert_trajectories(store, rows)
 
 
 def client_for(server: LlmServer, **overrides: Any) -> OpenAIJudgeClient:

@@ -62,7 +62,8 @@ def stored_scores(chdb_dir: Path, database: str) -> list[tuple[Any, ...]]:
     store = Store(parse_store(str(chdb_dir), database))
     try:
         return store.query(
-            "SELECT TraceId, Metric, Evaluator, EvaluatorVersion, Label, Score, Error, Revision "
+            "SELECT TraceId, Metric, Evaluator, EvaluatorVersion, Label, Score, Error, Revision, "
+            "Model, PromptTokens + CompletionTokens, LatencyMs > 0 "
             "FROM scores FINAL ORDER BY TraceId, Metric"
         )
     finally:
@@ -72,7 +73,8 @@ def stored_scores(chdb_dir: Path, database: str) -> list[tuple[Any, ...]]:
 def test_cli_stores_one_row_per_criterion_and_errors(
     serve: Any, chdb_dir: Path, database: str, tmp_path: Path
 ) -> None:
-    """`quantify` from the store writes "<set>:<criterion>" rows; a failed run's carry Error, no Score."""
+    """`quantify` from the store writes "<set>:<criterion>" rows with the judge's model, tokens and
+    latency, as online results have them; a failed run's carry Error, no Score."""
     doomed = run_doc(["a", "b", "c"], output="DOOMED")
 
     def respond(request: dict[str, Any]) -> Reply:
@@ -102,7 +104,11 @@ def test_cli_stores_one_row_per_criterion_and_errors(
         2.0,
         "",
         1,
+        "judge-model",
+        120,  # the call's usage, counted once: on the set's first criterion
+        True,
     )
+    assert rows[(runs[0]["trace_id"], "refunds:politeness")][6:] == ("judge-model", 0, False)
     assert rows[(runs[1]["trace_id"], "refunds:completeness")][2:4] == ("missing steps", 0.0)
     assert rows[(runs[1]["trace_id"], "refunds:politeness")][2:4] == ("polite", 1.0)
     failed = rows[(doomed["trace_id"], "refunds:politeness")]

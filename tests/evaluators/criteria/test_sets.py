@@ -104,3 +104,63 @@ def test_save_refuses_while_serve_holds_the_store_and_reads_go_through_it(
     missing = invoke("show", "nope", *store_args(chdb_dir, database))
     assert missing.exit_code == 1
     assert "no criteria set named 'nope'" in missing.output
+
+
+def test_a_missing_store_folder_is_created_by_save_and_named_by_show(tmp_path: Path) -> None:
+    """save creates a store that does not exist yet; show on a missing folder says it does not
+    exist and how to create it, never "pass --store" when --store was passed."""
+    missing = invoke("show", "refund-quality", "--store", str(tmp_path / "nowhere"))
+    assert missing.exit_code != 0
+    assert f"no store at {tmp_path / 'nowhere'} (the folder does not exist)" in missing.output
+    assert "or pass --store" not in missing.output
+    target = ["--store", str(tmp_path / "new-store")]
+    saved = invoke("save", write_set(tmp_path / "set.json"), "--name", "refund-quality", *target)
+    assert saved.exit_code == 0, saved.output
+    assert yaml.safe_load(invoke("show", "refund-quality", *target).stdout)["name"] == "refund-quality"
+
+
+def test_the_documented_config_form_loads(tmp_path: Path) -> None:
+    """The judges config shown in the criteria judge's docstring is accepted as it stands."""
+    from agenttrail.evaluators.criteria import judge as criteria_judge
+    from agenttrail.evaluators.criteria.judge import bind_store
+    from agenttrail.evaluators.judge_config import JudgesConfig
+    from agenttrail.evaluators.judge_setup import build_online_judge
+
+    doc = criteria_judge.__doc__ or ""
+    block = doc.split("In a judges config", 1)[1].split("\n\n", 2)[1]
+    document = {**yaml.safe_load(block), "judge_defaults": {"model": "m", "api_key": "k"}}
+    [spec] = JudgesConfig.from_document(document, "docstring").judges
+    bind_store(lambda: pytest.fail("the set is read on first use, not when the judge is built"))
+    built = build_online_judge(spec)  # as the sidecar builds it (it binds its store first)
+    assert isinstance(built.judge, criteria_judge.CriteriaJudge)
+    assert spec.version is None  # the set's version is a type option, not the judge's pin
+
+
+def test_offline_evaluate_reads_a_saved_set_from_store(serve: Any, tmp_path: Path) -> None:
+    """`agenttrail evaluate --judge FILE --store DIR` runs a criteria judge naming a saved set;
+    without --store the error says to pass it, with no internal function name."""
+    from agenttrail.evaluators.cli_offline import evaluate_command
+
+    from .support import answer_by_steps, judge_args
+
+    llm = serve(answer_by_steps)
+    target = ["--store", str(tmp_path / "store")]
+    assert (
+        invoke("save", write_set(tmp_path / "set.json"), "--name", "refund-quality", *target).exit_code == 0
+    )
+    judges = tmp_path / "judges.yaml"
+    item = {"name": "rq", "type": "criteria", "options": {"criteria_set": "refund-quality"}}
+    judges.write_text(yaml.safe_dump([item]))
+    rows = tmp_path / "rows.jsonl"
+    row = {"query": "refund order 7", "response": "done", "predicted_trajectory": [{"name": "refund"}]}
+    rows.write_text(json.dumps(row) + "\n")
+    args = [str(rows), "--judge", str(judges), *judge_args(llm), "--format", "json"]
+    unbound = CliRunner().invoke(evaluate_command, args)
+    assert unbound.exit_code == 2
+    assert "pass --store DIR" in unbound.output
+    assert "bind_store" not in unbound.output
+    result = CliRunner().invoke(evaluate_command, [*args, *target])
+    assert result.exit_code == 0, result.output
+    [instance] = json.loads(result.stdout)["instances"]
+    assert instance["judges"]["refund-quality:completeness"]["label"] == "some steps"
+    assert instance["judges"]["refund-quality:politeness"]["score"] == 1.0

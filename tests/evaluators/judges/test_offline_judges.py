@@ -134,19 +134,56 @@ def test_bad_judge_spec_is_a_usage_error_before_reading(tmp_path: Path) -> None:
     assert "model: required" in result.output
 
 
-def test_judge_metric_clashing_with_a_metric_is_refused(dataset: Path) -> None:
-    """tool_correctness from both the metric and a combining judge is refused, not silently merged."""
-    judges = dataset.parent / "judges.yaml"
-    judges.write_text("- {name: sel, type: tool_selection, options: {tool_correctness: true}}\n")
+def test_tool_correctness_is_the_min_with_the_selection_judge_and_combines_with_the_response(
+    serve: Serve, tmp_path: Path
+) -> None:
+    """--metric tool_correctness beside a tool_selection judge reports min(judge, deterministic) on
+    rows with available tools (the deterministic value elsewhere), with the metric's threshold;
+    with a final_response judge, multiply_score and avg_score sit beside them in the report."""
+    tools = [{"name": "search", "description": "Web search"}, {"name": "book", "description": "Book"}]
+    rows = [
+        {**ROWS[0], "available_tools": tools, "expected_response": "Sunny."},
+        {**ROWS[0], "query": "Weather in Oslo?", "expected_response": "Sunny."},
+    ]
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    def respond(request: dict[str, Any]) -> Reply:
+        system = request["messages"][0]["content"]
+        if "choose tools" in system:
+            return Reply.chat_json({"reason": "book was needed too", "score": 0.4})
+        return Reply.chat_json({"explanation": "close", "score": 0.5})
+
+    llm = serve(respond)
+    judges = tmp_path / "judges.yaml"
+    judges.write_text("- {name: sel, type: tool_selection}\n- {name: answer, type: final_response}\n")
     result = evaluate(
-        str(dataset), "--metric", "tool_correctness", "--judge", str(judges),
-        "--judge-model", "m", "--judge-base-url", "http://127.0.0.1:9/v1",
+        str(dataset), "--metric", "tool_correctness:threshold=0.6", "--judge", str(judges),
+        "--judge-model", "m", "--judge-base-url", llm.base_url, "--format", "json",
     )  # fmt: skip
-    assert result.exit_code == 2
-    assert "tool_correctness, tool_correctness_success reported twice" in result.output
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    with_tools, without = document["instances"]
+    assert with_tools["metrics"]["tool_correctness"] == 0.4  # min(0.4, deterministic 1.0)
+    assert with_tools["metrics"]["tool_correctness_success"] == 0.0  # 0.4 < threshold 0.6
+    assert with_tools["judges"]["sel"]["score"] == 0.4
+    assert "tool_correctness" not in with_tools["judges"]  # one tool_correctness, the metric's
+    assert with_tools["metrics"]["multiply_score"] == pytest.approx(0.2)
+    assert with_tools["metrics"]["avg_score"] == pytest.approx(0.45)
+    assert without["metrics"]["tool_correctness"] == 1.0  # no available tools: deterministic
+    assert without["judges"]["sel"]["score"] is None
+    assert without["metrics"]["multiply_score"] == pytest.approx(0.5)
+    assert document["aggregate"]["multiply_score"]["count"] == 2
+    table = evaluate(
+        str(dataset), "--metric", "tool_correctness", "--judge", str(judges),
+        "--judge-model", "m", "--judge-base-url", llm.base_url,
+    )  # fmt: skip
+    assert table.stdout.splitlines()[0].split()[-2:] == ["multiply_score", "avg_score"]
 
 
-def test_spent_budget_turns_the_rest_into_errors(serve: Serve, dataset: Path, tmp_path: Path) -> None:
+def test_spent_budget_turns_the_rest_into_errors(
+    serve: Serve, dataset: Path, tmp_path: Path, budget_clock: float
+) -> None:
     """When the budget is spent mid-way, the remaining rows are judge errors saying so, not dropped."""
     llm = serve(by_request)
     judges = tmp_path / "judges.yaml"
@@ -161,6 +198,9 @@ def test_spent_budget_turns_the_rest_into_errors(serve: Serve, dataset: Path, tm
     assert document["instances"][0]["judges"]["done"]["score"] == 1.0
     error = document["instances"][1]["judges"]["done"]["error"]
     assert error.startswith("not judged: judge budget spent: 120 of 50 tokens per hour")
+    assert error.endswith(
+        "since 2025-12-31T23:00:00Z; judging resumes at 2026-01-01T00:00:00Z"
+    )  # budget_clock
     assert "judge error: row 1, judge done: not judged" in result.stderr
     assert len(llm.chat_requests()) == 1
 
@@ -199,3 +239,41 @@ def test_real_endpoint(dataset: Path) -> None:
     assert results["accuracy"].error == ""
     assert results["accuracy"].score in (0.0, 1.0)
     assert results["accuracy"].prompt_tokens > 0
+
+
+def test_session_scope_judges_each_named_conversation_once(serve: Serve, tmp_path: Path) -> None:
+    """Offline, scope session groups rows by conversation_id: two conversations of three rounds give
+    two results, each over all three rounds, on each conversation's last row; rows that name no
+    conversation are refused with a clear error."""
+    rounds = [
+        {**ROWS[0], "query": f"{conversation} round {i}", "conversation_id": conversation}
+        for i in range(3)
+        for conversation in ("alpha", "beta")
+    ]  # interleaved, as a log of two conversations would be
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text("".join(json.dumps(row) + "\n" for row in rounds))
+    llm = serve(Reply.chat_json(completion("yes")))
+    judges = tmp_path / "judges.yaml"
+    judges.write_text("- {name: done, type: task_completion, options: {scope: session}}\n")
+    args = ["--judge", str(judges), "--judge-model", "m", "--judge-base-url", llm.base_url]
+    result = evaluate(str(dataset), *args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    judged = {i["index"]: i["judges"]["done"] for i in document["instances"] if "done" in i["judges"]}
+    assert sorted(judged) == [4, 5]  # the last rows of alpha and beta
+    assert judged[4]["details"]["conversation_id"] == "alpha"
+    assert judged[4]["details"]["rows"] == [0, 2, 4]
+    assert document["aggregate"]["done"]["count"] == 2
+    prompts = [request["messages"][1]["content"] for request in llm.chat_requests()]
+    assert len(prompts) == 2
+    for prompt in prompts:
+        name = "alpha" if "alpha" in prompt else "beta"
+        assert all(f"{name} round {i}" in prompt for i in range(3))
+        assert ("beta" in prompt) != ("alpha" in prompt)
+
+    unnamed = tmp_path / "unnamed.jsonl"
+    unnamed.write_text(json.dumps(ROWS[0]) + "\n")
+    refused = evaluate(str(unnamed), *args)
+    assert refused.exit_code == 2
+    assert "scope: session" in refused.output
+    assert "conversation_id" in refused.output

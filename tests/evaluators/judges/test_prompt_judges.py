@@ -106,7 +106,7 @@ def test_malformed_answers_are_error_results(
 
 @pytest.mark.parametrize("kind", sorted(OPTIONS))
 def test_budget_exhaustion_propagates(
-    kind: str, serve: Serve, client_for: ClientFor, run: JudgeInput
+    kind: str, serve: Serve, client_for: ClientFor, run: JudgeInput, budget_clock: float
 ) -> None:
     """A spent budget raises BudgetExhausted out of evaluate, recording nothing and sending nothing."""
     llm = serve(Reply.chat_json(ANSWERS[kind]))

@@ -92,3 +92,25 @@ def test_session_scope_judges_every_run_of_the_conversation(
     assert "<<<DATA name=run_2.user_input>>>\nAnd the day after?\n<<<END DATA>>>" in user
     assert user.count("<<<DATA name=available_tools>>>") == 1
     assert "every run of one conversation" in llm.chat_requests()[0]["messages"][0]["content"]
+
+
+def test_session_scope_describes_the_tools_of_every_run(
+    serve: Serve, client_for: ClientFor, run: JudgeInput
+) -> None:
+    """A session's APIs description is every tool its runs offered, each named once, in first-seen
+    order (a later run may offer a tool the first did not)."""
+    first = replace(run, available_tools=({"name": "geocode", "description": "City to coordinates"},))
+    later = replace(
+        run,
+        input="Book a table",
+        available_tools=(
+            {"name": "geocode", "description": "City to coordinates"},
+            {"name": "book_table", "description": "Reserve a restaurant table"},
+        ),
+    )
+    llm = serve(Reply.chat_json(answer("yes")))
+    TaskCompletionJudge(client_for(llm), scope="session").evaluate(replace(first, runs=(first, later)))
+    user = llm.chat_requests()[0]["messages"][1]["content"]
+    tools = user.split("<<<DATA name=available_tools>>>", 1)[1].split("<<<END DATA>>>", 1)[0]
+    assert "Reserve a restaurant table" in tools
+    assert tools.count('"geocode"') == 1

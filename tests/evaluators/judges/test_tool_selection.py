@@ -17,10 +17,13 @@ ClientFor = Callable[..., OpenAIJudgeClient]
 
 
 def test_selection_score_and_reason(serve: Serve, client_for: ClientFor, run: JudgeInput) -> None:
-    """The judge sees the request, the tool schemas and the calls, and returns score and reason."""
+    """The judge sees the request, the tool schemas and the calls, and returns score and reason; on a
+    run with a reference it also reports tool correctness (the min), unless told not to."""
     llm = serve(Reply.chat_json({"reason": "right tools", "score": 0.9}))
-    (result,) = ToolSelectionJudge(client_for(llm)).evaluate(run)
+    result, *combined = ToolSelectionJudge(client_for(llm)).evaluate(run)
     assert (result.metric, result.score, result.explanation) == ("tool_selection", 0.9, "right tools")
+    assert [r.metric for r in combined] == ["tool_correctness", "tool_correctness_success"]
+    assert len(ToolSelectionJudge(client_for(llm), tool_correctness=False).evaluate(run)) == 1
     user = llm.chat_requests()[0]["messages"][1]["content"]
     assert "<<<DATA name=available_tools>>>" in user
     assert "send_email" in user

@@ -103,10 +103,16 @@ class TestOpenAIMessages:
             (None, None),
             ({"a": 1}, {"a": 1}),
             ([{"type": "text", "text": '{"a"'}, {"type": "text", "text": ": 1}"}], {"a": 1}),
+            ([{"type": "input_text", "text": "7"}], [{"type": "input_text", "text": "7"}]),
+            (
+                [{"type": "image_url", "image_url": {"url": "u"}}],
+                [{"type": "image_url", "image_url": {"url": "u"}}],
+            ),
         ],
     )
     def test_tool_content(self, content: object, output: object) -> None:
-        """Content holding JSON is parsed (big ints exactly), other strings stay strings, text parts join."""
+        """Content holding JSON is parsed (big ints exactly), other strings stay strings, text parts
+        join; a list with any part that is not a text part stays the list it is."""
         assert parse_trajectory([_assistant(("c1", "a", "{}")), _tool("c1", content)])[0].output == output
 
     @pytest.mark.parametrize(
@@ -116,6 +122,11 @@ class TestOpenAIMessages:
     def test_arguments(self, arguments: object, expected: object) -> None:
         """Arguments may be a JSON string or an object; an empty string means no arguments."""
         assert parse_trajectory([_assistant(("c1", "a", arguments))])[0].input == expected
+
+    def test_a_tool_message_without_content_is_absent(self) -> None:
+        """A tool result message with no content key leaves the output ABSENT, not null."""
+        calls = parse_trajectory([_assistant(("c1", "a", "{}")), {"role": "tool", "tool_call_id": "c1"}])
+        assert calls[0].output is ABSENT
 
     def test_missing_arguments_are_absent(self) -> None:
         """A function without arguments has an ABSENT input (a wildcard in a reference)."""
@@ -136,6 +147,18 @@ class TestOpenAIMessages:
             ([{"role": "assistant", "tool_calls": [{"id": "c1"}]}], "expected an object with a 'function'"),
             ([{"role": "assistant", "tool_calls": "x"}], r"messages\[0\].tool_calls: expected a list"),
             ([{"role": "user"}, {"tool_name": "a"}], r"messages\[1\]: expected a chat message"),
+            (
+                [{"role": "assistant", "tool_calls": [{"id": 7, "function": {"name": "a"}}]}],
+                r"^messages\[0\].tool_calls\[0\].id: expected a string, got int$",
+            ),
+            (
+                [_assistant(("c1", "a", 5))],
+                r"^messages\[0\].tool_calls\[0\].function.arguments: expected a JSON object or null, got int",
+            ),
+            (
+                [_assistant(("c1", "a", "{}")), _tool("c1", {"x": float("nan")})],
+                r"^messages\[1\].content.x: expected a finite number, got nan$",
+            ),
         ],
     )
     def test_errors_name_the_position(self, messages: list[Any], message: str) -> None:

@@ -289,6 +289,41 @@ def test_reason_names_missing_calls() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("expected", "called", "flags", "reason"),
+    [
+        ([], [], {}, "nothing expected: 1.00; expected [], called []"),
+        (
+            [A],
+            [A, B],
+            {"should_exact_match": True},
+            "exact match: 0.00; expected [search], called [search, fetch]",
+        ),
+        (
+            [A, B],
+            [B, A],
+            {"should_consider_ordering": True, "threshold": 1.0},
+            "weighted LCS: 0.50; expected [search, fetch], called [fetch, search]",
+        ),
+    ],
+)
+def test_reason_names_the_mode(
+    expected: list[ToolCall], called: list[ToolCall], flags: Any, reason: str
+) -> None:
+    """The reason starts with the scoring mode the flags chose (a threshold of 1 is allowed)."""
+    assert tool_correctness(expected, called, **flags).reason == reason
+
+
+@pytest.mark.parametrize("selection", [0.0, 1.0])
+def test_reason_ends_with_the_tool_selection(selection: float) -> None:
+    """Judge scores 0 and 1 are in range; the judge's score and reason follow the deterministic reason."""
+    result = tool_correctness([A], [A], available_tools=TOOLS, tool_selection=FakeJudge(selection, "why"))
+    assert (
+        result.reason == f"best unused call per expected call: 1.00; expected [search], called [search]; "
+        f"tool selection {selection:.2f}: why"
+    )
+
+
 def test_aggregate_helpers() -> None:
     """multiply_score is the product and avg_score the mean of tool correctness and response score."""
     assert multiply_score(0.5, 0.8) == pytest.approx(0.4)

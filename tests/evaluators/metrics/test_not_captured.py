@@ -29,9 +29,14 @@ PAIRWISE = [name for name, spec in METRICS.items() if spec.needs_reference and n
 
 @pytest.mark.parametrize("mode", ["exact", "subset", "superset", ["q"]])
 def test_comparing_a_not_captured_input_is_not_computable(mode: Any) -> None:
-    """In every mode but ignore, a not-captured input against a reference input raises NotComputable."""
-    with pytest.raises(NotComputable, match="were not captured"):
+    """In every mode but ignore, a not-captured input against a reference input raises NotComputable
+    that names the call and says what to do."""
+    with pytest.raises(NotComputable) as raised:
         call_matcher(mode)(BLIND, ToolCall("search", {"q": "x"}))
+    assert str(raised.value) == (
+        "the arguments of predicted call 'search' were not captured; they can only be matched with "
+        "arguments=ignore or a reference call without input (turn on argument capture to compare them)"
+    )
 
 
 def test_not_captured_matches_in_ignore_mode_and_against_wildcards_only() -> None:

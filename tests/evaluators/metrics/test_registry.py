@@ -80,7 +80,15 @@ class TestParse:
             ),
             (
                 "tool_correctness:evaluation_params=output,strict_mode=true",
-                {"evaluation_params": ("output",)},
+                {"evaluation_params": ("output",), "strict_mode": True},
+            ),
+            (
+                "tool_correctness:threshold=0,strict_mode=False,evaluation_params=input_parameters|output",
+                {"threshold": 0.0, "strict_mode": False, "evaluation_params": ("input_parameters", "output")},
+            ),
+            (
+                "tool_correctness:threshold=1,should_exact_match=false,evaluation_params=input_parameters",
+                {"threshold": 1.0, "should_exact_match": False, "evaluation_params": ("input_parameters",)},
             ),
             ("tool_correctness:evaluation_params=", {"evaluation_params": ()}),
             ("latency", {}),
@@ -152,6 +160,15 @@ class TestComputeMetrics:
             "latency": 2.5,
             "failure": 0.0,
         }
+
+    def test_reasons_say_the_reference_is_missing(self) -> None:
+        """With reasons={}, each metric left None for want of a reference says so."""
+        reasons: dict[str, str] = {}
+        compute_metrics([A], None, ["trajectory_recall", "tool_correctness"], reasons=reasons)
+        assert reasons == dict.fromkeys(
+            ["trajectory_recall", "tool_correctness", "tool_correctness_success"],
+            "the run has no reference trajectory",
+        )
 
     def test_empty_reference_is_a_reference(self) -> None:
         """An empty reference list is computed against, unlike a missing one."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from otlp_builders import new_span_id, new_trace_id
+from trajectory_rows import agent_run, deleted_row, insert_trajectories, run_row
 
-from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
 from agenttrail.evaluators.worker import SCORE_COLUMNS
 
 
@@ -31,35 +30,25 @@ class Run:
 
 
 def trajectory_row(run: Run, *, version: int = 1, deleted: bool = False) -> tuple[Any, ...]:
-    values = {
-        "TraceId": run.trace_id,
-        "RootSpanId": run.root,
-        "Agent": run.agent,
-        "AgentId": "",
-        "AgentVersion": run.version,
-        "Task": run.task,
-        "ConversationId": "",
-        "ServiceName": "svc",
-        "Model": run.model,
-        "Start": f"{run.start:.6f}",
-        "LatencyS": run.latency_s,
-        "Failure": int(run.failure),
-        "ErrorType": "E" if run.failure else "",
-        "Input": "",
-        "Output": "",
-        "InputTokens": run.input_tokens,
-        "OutputTokens": run.output_tokens,
-        "ToolCount": len(run.tools),
-        "ToolNames": [name for name, _ in run.tools],
-        "ToolStatuses": [status for _, status in run.tools],
-        "ToolCalls": json.dumps([{"name": n, "status": s} for n, s in run.tools]),
-        "SpanCount": len(run.tools) + 1,
-        "Revision": version,
-        "AssembledAt": f"{run.start:.6f}",
-        "Version": version,
-        "IsDeleted": int(deleted),
-    }
-    return tuple(values[column] for column in TRAJECTORY_COLUMNS)
+    """The row assembly stores for `run` at this version (its deletion row when `deleted`)."""
+    assembled = agent_run(
+        start=run.start,
+        trace_id=run.trace_id,
+        root_span_id=run.root,
+        agent=run.agent,
+        task=run.task,
+        model=run.model,
+        agent_version=run.version,
+        latency_s=run.latency_s,
+        failure=run.failure,
+        error_type="E" if run.failure else "",
+        tools=run.tools,
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
+    )
+    if deleted:
+        return deleted_row(assembled, version=version)
+    return run_row(assembled, revision=version, assembled_at=run.start)
 
 
 def score_rows(
@@ -90,7 +79,7 @@ def score_rows(
 
 def store_runs(store: Any, runs: Sequence[Run]) -> None:
     """Trajectories plus their scores (also latency and failure, as the evaluator writes them)."""
-    store.insert_rows("trajectories", TRAJECTORY_COLUMNS, [trajectory_row(run) for run in runs])
+    insert_trajectories(store, [trajectory_row(run) for run in runs])
     rows = [row for run in runs for row in score_rows(run)]
     rows += [
         row

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from trajectory_rows import insert_trajectories
 
-from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.cli_read import READ_MIGRATIONS
@@ -154,10 +154,8 @@ def test_latest_version_counts_once_and_deleted_runs_not_at_all(stats_store: Any
     ]
     store_runs(stats_store, runs)
     changed = Run(**{**runs[0].__dict__, "latency_s": 9.0, "failure": True})
-    stats_store.insert_rows(
-        "trajectories",
-        TRAJECTORY_COLUMNS,
-        [trajectory_row(changed, version=2), trajectory_row(runs[1], version=2, deleted=True)],
+    insert_trajectories(
+        stats_store, [trajectory_row(changed, version=2), trajectory_row(runs[1], version=2, deleted=True)]
     )
     rescored = Run(**{**runs[2].__dict__, "scores": {"trajectory_precision": 1.0}})
     stats_store.insert_rows(

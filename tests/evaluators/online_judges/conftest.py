@@ -10,6 +10,9 @@ from typing import Any
 import pytest
 from llm_server import LlmServer, Reply
 from otlp_builders import new_span_id, new_trace_id
+from trajectory_rows import agent_run, store_runs
+
+from agenttrail.collector.conventions import ToolDefinition
 
 
 def verdict(request: dict[str, Any]) -> Reply:
@@ -44,7 +47,6 @@ def judges_store(store: Any) -> Any:
 @pytest.fixture
 def add_runs(judges_store: Any) -> Callable[..., list[str]]:
     """Store assembled runs directly (as the assembler would); returns their trace ids."""
-    from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
 
     def add(
         count: int = 1,
@@ -57,43 +59,28 @@ def add_runs(judges_store: Any) -> Callable[..., list[str]]:
         traces: list[str] | None = None,
         revision: int = 1,
         roots: dict[str, str] | None = None,
+        tools: list[dict[str, Any]] | None = None,  # the run's available tools
     ) -> list[str]:
         ids = traces or [new_trace_id() for _ in range(count)]
         at = time.time() - age_s
-        rows = []
-        for i, trace in enumerate(ids):
-            root = (roots or {}).get(trace) or new_span_id()
-            calls = [{"name": "lookup", "input": {"id": i}, "output": {"ok": True}, "status": "ok"}]
-            row = {
-                "TraceId": trace,
-                "RootSpanId": root,
-                "Agent": agent,
-                "AgentId": "",
-                "AgentVersion": "",
-                "Task": task,
-                "ConversationId": conversation,
-                "ServiceName": "svc",
-                "Model": "",
-                "Start": f"{at + i * 0.001:.6f}",
-                "LatencyS": 0.5,
-                "Failure": int(failed),
-                "ErrorType": "RuntimeError" if failed else "",
-                "Input": json.dumps(f"request {i}"),
-                "Output": json.dumps(f"answer {i}"),
-                "InputTokens": 0,
-                "OutputTokens": 0,
-                "ToolCount": 1,
-                "ToolNames": ["lookup"],
-                "ToolStatuses": ["ok"],
-                "ToolCalls": json.dumps(calls),
-                "SpanCount": 2,
-                "Revision": revision,
-                "AssembledAt": f"{at:.6f}",
-                "Version": revision,
-                "IsDeleted": 0,
-            }
-            rows.append(tuple(row[column] for column in TRAJECTORY_COLUMNS))
-        judges_store.insert_rows("trajectories", TRAJECTORY_COLUMNS, rows)
+        runs = [
+            agent_run(
+                start=at + i * 0.001,
+                trace_id=trace,
+                root_span_id=(roots or {}).get(trace) or new_span_id(),
+                agent=agent,
+                task=task,
+                conversation_id=conversation,
+                latency_s=0.5,
+                failure=failed,
+                input=f"request {i}",
+                output=f"answer {i}",
+                tools=[{"name": "lookup", "input": {"id": i}, "output": {"ok": True}}],
+                available_tools=[ToolDefinition(**tool) for tool in tools or []],
+            )
+            for i, trace in enumerate(ids)
+        ]
+        store_runs(judges_store, runs, revision=revision, assembled_at=at)
         return ids
 
     return add

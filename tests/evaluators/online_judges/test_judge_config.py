@@ -121,3 +121,20 @@ def test_sampling_is_monotonic_in_the_rate(trace_id: str, low: float, high: floa
     if JudgeSpec("a", sample_rate=low).sampled(trace_id):
         assert JudgeSpec("b", sample_rate=high).sampled(trace_id)
     assert JudgeSpec("c", sample_rate=high).sampled(trace_id) == (sample_fraction(trace_id) < high)
+
+
+def test_the_readme_judges_example_builds() -> None:
+    """The judges block in README's judge section loads and builds as shown (session idle time,
+    tool correctness parameters, a response judge, a saved criteria set)."""
+    from agenttrail.evaluators.criteria.judge import bind_store
+
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    block = readme.split("```yaml\njudges:\n", 1)[1].split("```", 1)[0]
+    document = {**yaml.safe_load("judges:\n" + block), "judge_defaults": {"model": "m", "api_key": "k"}}
+    bind_store(lambda: pytest.fail("a saved set is read on first use"))
+    built = {
+        judge.name: judge for judge in build_online_judges(JudgesConfig.from_document(document, "README"))
+    }
+    assert (built["conversation_done"].session, built["conversation_done"].session_idle_s) == (True, 900.0)
+    assert built["picks"].judge.tool_correctness == {"threshold": 0.7}
+    assert getattr(built["answer"].judge, "response_quality", False)

@@ -155,20 +155,26 @@ def test_new_judge_version_rejudges_and_keeps_old_results(
 def test_session_judge_sees_the_whole_conversation(
     judges_store: Any, add_runs: Any, make_judge: Any, llm: Any, decisions_of: Any
 ) -> None:
-    """A session-scope task completion judge gets every stored run of the run's conversation."""
-    conversation = add_runs(3, conversation="conv-1")
+    """A session-scope task completion judge judges a quiet conversation once, with every stored
+    run of it; a run without a conversation is a session of one."""
+    conversation = add_runs(3, conversation="conv-1", age_s=5)
     add_runs(1)
-    online = make_judge("session", type="task_completion", options={"scope": "session"})
+    online = make_judge("session", type="task_completion", options={"scope": "session"}, session_idle_s=1)
     assert online.session
     drain(JudgeWorker(judges_store.clone, [online]))
     prompts = [json.dumps(request["messages"]) for request in llm.chat_requests()]
     whole = [p for p in prompts if all(f"request {i}" in p for i in range(3))]
-    assert len(prompts) == 4
-    assert len(whole) == 3, "each run of the conversation is judged with all three"
+    assert len(prompts) == 2
+    assert len(whole) == 1, "the conversation is judged once, with all three runs"
     assert {d for d, _ in decisions_of(judges_store, "session").values()} == {"done"}
     [row] = query_scores(judges_store, ScoreFilter.from_params({"trace_id": conversation[0]}))
-    assert (row["score"], row["label"]) == (1.0, "yes")
-    assert row["details"] == {"sub_scores": {"answer the user": "yes"}, "complete": "yes"}
+    assert (row["score"], row["label"], row["revision"]) == (1.0, "yes", 3)
+    assert row["details"] == {
+        "sub_scores": {"answer the user": "yes"},
+        "complete": "yes",
+        "conversation_id": "conv-1",
+        "runs": 3,
+    }
 
 
 def test_two_judges_with_the_same_version_keep_separate_queues(

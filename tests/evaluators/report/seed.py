@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
 from typing import Any
 
+from trajectory_rows import agent_run, store_runs
+
+from agenttrail.collector.trajectory import AgentRun
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS, MONITORING_MIGRATIONS
 from agenttrail.evaluators.worker import SCORE_COLUMNS
@@ -15,26 +17,6 @@ from agenttrail.evaluators.worker import SCORE_COLUMNS
 HOURS = 6
 # drift_events and alert_history, as the sidecar creates them
 MONITORING_TABLES = (*MONITORING_MIGRATIONS, *ALERT_MIGRATIONS)
-RUN_COLUMNS = (
-    "TraceId",
-    "RootSpanId",
-    "Agent",
-    "Task",
-    "Start",
-    "LatencyS",
-    "Failure",
-    "ErrorType",
-    "ToolCount",
-    "ToolNames",
-    "ToolStatuses",
-    "ToolCalls",
-    "InputTokens",
-    "OutputTokens",
-    "Revision",
-    "AssembledAt",
-    "Version",
-    "IsDeleted",
-)
 
 
 def _ts(seconds: float) -> str:
@@ -48,7 +30,7 @@ def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[st
     now = now or time.time()
     start = now - HOURS * 3600
     midpoint = start + HOURS * 3600 / 2
-    runs: list[tuple[Any, ...]] = []
+    runs: list[AgentRun] = []
     scores: list[tuple[Any, ...]] = []
     for agent in ("bot", "helper"):
         at = start + rng.uniform(0, 60)
@@ -59,47 +41,27 @@ def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[st
             failed = tool_fails and rng.random() < 0.8
             latency = rng.lognormvariate(0.0, 0.3) * (3.0 if degraded else 1.0)
             calls = [
-                {
-                    "name": "lookup",
-                    "input": {"id": 1},
-                    "output": {"ok": True},
-                    "status": "ok",
-                    "error_type": "",
-                    "latency_ms": 5.0,
-                    "span_id": "a" * 16,
-                    "agent": agent,
-                },
+                {"name": "lookup", "input": {"id": 1}, "output": {"ok": True}, "latency_ms": 5.0},
                 {
                     "name": "refund",
                     "input": {"amount": 5},
                     "output": None,
                     "status": "error" if tool_fails else "ok",
-                    "error_type": "ToolError" if tool_fails else "",
                     "latency_ms": 9.0,
-                    "span_id": "b" * 16,
-                    "agent": agent,
                 },
             ]
             runs.append(
-                (
-                    trace,
-                    root,
-                    agent,
-                    "refund",
-                    _ts(at),
-                    latency,
-                    int(failed),
-                    "RuntimeError" if failed else "",
-                    len(calls),
-                    [c["name"] for c in calls],
-                    [c["status"] for c in calls],
-                    json.dumps(calls),
-                    100,
-                    20,
-                    1,
-                    _ts(now),
-                    time.time_ns(),
-                    0,
+                agent_run(
+                    start=at,
+                    trace_id=trace,
+                    root_span_id=root,
+                    agent=agent,
+                    task="refund",
+                    latency_s=latency,
+                    failure=failed,
+                    tools=calls,
+                    input_tokens=100,
+                    output_tokens=20,
                 )
             )
             quality = (0.4 if degraded else 0.9) + rng.uniform(-0.1, 0.1)
@@ -124,7 +86,7 @@ def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[st
                     )
                 )
             at += rng.uniform(90, 150)
-    store.insert_rows("trajectories", RUN_COLUMNS, runs)
+    store_runs(store, runs, assembled_at=now)
     store.insert_rows("scores", SCORE_COLUMNS, scores)
     return {"start": start, "midpoint": midpoint, "now": now, "runs": runs, "scores": scores}
 

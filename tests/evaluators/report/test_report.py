@@ -57,14 +57,14 @@ def test_rows_reflect_the_seeded_runs_scores_drift_and_alerts(store: Any, seeded
     now = datetime.fromtimestamp(seeded["now"], UTC)
     query = ReportQuery(since=now - timedelta(hours=HOURS + 1), until=now)
     report = Report.from_rows(report_rows(store, query))
-    bot_runs = [run for run in seeded["runs"] if run[2] == "bot"]
+    bot_runs = [run for run in seeded["runs"] if run.agent == "bot"]
     assert report.bucket_s == 900  # 7 hours in at most 60 buckets
     assert (
         sum(b.runs for b in report.agents["bot"].runs)
         == len(bot_runs)
         == report.agents["bot"].summary["runs"]
     )
-    assert sum(b.failures for b in report.agents["bot"].runs) == sum(run[6] for run in bot_runs) > 0
+    assert sum(b.failures for b in report.agents["bot"].runs) == sum(run.failure for run in bot_runs) > 0
     assert report.agents["helper"].summary["failures"] == 0
 
     midpoint = datetime.fromtimestamp(seeded["midpoint"], UTC)
@@ -91,7 +91,7 @@ def test_rows_reflect_the_seeded_runs_scores_drift_and_alerts(store: Any, seeded
     assert all(run["failure"] for run in worst["failed"])
     slowest = [run["latency_s"] for run in worst["slowest"]]
     assert slowest == sorted(slowest, reverse=True)
-    assert slowest[0] == max(run[5] for run in bot_runs)
+    assert slowest[0] == max(run.latency_s for run in bot_runs)
     assert all(run["start"] > midpoint.isoformat()[:19] for run in worst["lowest_scored"])
     assert "failed" not in report.agents["helper"].worst
 

@@ -98,7 +98,7 @@ class Reference(_message.Message):
     def __init__(self, task: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., expected_response_json: _Optional[str] = ..., metrics: _Optional[_Iterable[str]] = ..., options: _Optional[_Mapping[str, str]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class EvaluationResult(_message.Message):
-    __slots__ = ("metric", "score", "label", "explanation", "evaluator", "evaluator_version", "error", "created_at", "model", "prompt_tokens", "completion_tokens", "cost", "details_json")
+    __slots__ = ("metric", "score", "label", "explanation", "evaluator", "evaluator_version", "error", "created_at", "model", "prompt_tokens", "completion_tokens", "cost", "details_json", "latency_ms")
     METRIC_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +112,7 @@ class EvaluationResult(_message.Message):
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
     DETAILS_JSON_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     metric: str
     score: float
     label: str
@@ -125,7 +126,8 @@ class EvaluationResult(_message.Message):
     completion_tokens: int
     cost: float
     details_json: str
-    def __init__(self, metric: _Optional[str] = ..., score: _Optional[float] = ..., label: _Optional[str] = ..., explanation: _Optional[str] = ..., evaluator: _Optional[str] = ..., evaluator_version: _Optional[str] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost: _Optional[float] = ..., details_json: _Optional[str] = ...) -> None: ...
+    latency_ms: int
+    def __init__(self, metric: _Optional[str] = ..., score: _Optional[float] = ..., label: _Optional[str] = ..., explanation: _Optional[str] = ..., evaluator: _Optional[str] = ..., evaluator_version: _Optional[str] = ..., error: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cost: _Optional[float] = ..., details_json: _Optional[str] = ..., latency_ms: _Optional[int] = ...) -> None: ...
 
 class Score(_message.Message):
     __slots__ = ("trace_id", "root_span_id", "agent", "task", "run_start", "revision", "reference_version", "result")

@@ -20,7 +20,7 @@ def install_api(
     default_metrics: Sequence[str],
     config_file: str | None,
     judge_clients: ClientPool | None = None,
-) -> None:
+) -> ApiJudges:
     """Serve the evaluation API on the sidecar's gRPC port, behind the same bearer token as OTLP.
 
     Evaluate's default metrics are the online evaluator's; its judges are the config file's,
@@ -36,6 +36,7 @@ def install_api(
         sidecar.new_store, authorize=authorize, default_metrics=default_metrics, judges=judges
     )
     sidecar.add_grpc_handler(api.handler())
+    return judges
 
 
 __all__ = ["ApiJudges", "EvaluationApi", "JudgeResolver", "install_api"]

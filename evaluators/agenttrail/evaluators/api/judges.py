@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agenttrail.collector.config import read_config_document
@@ -59,6 +59,17 @@ class ApiJudges:
             JudgeSettings.from_mapping(defaults, f"{config.source}: judge_defaults") if defaults else None
         )
         return cls(config, pool=pool, inline_settings=inline)
+
+    def reloaded(self, path: str | None) -> Callable[[], None]:
+        """The config file read again and checked now; the function returned puts it in force
+        (a judges reload: nothing changes unless every part of the new config is valid)."""
+        fresh = ApiJudges.from_config_file(path, self._pool)
+
+        def swap() -> None:
+            with self._lock:
+                self._config, self._inline_settings, self._built = fresh._config, fresh._inline_settings, {}
+
+        return swap
 
     def __call__(self, name: str, definition: Mapping[str, Any] | None) -> Judge:
         if definition is None:

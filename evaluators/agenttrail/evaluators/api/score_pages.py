@@ -28,7 +28,7 @@ MAX_PAGE_SIZE = 1000
 _SELECT = """
 SELECT TraceId, RootSpanId, Metric, Evaluator, EvaluatorVersion, Score, Label, Explanation, Agent, Task,
        toUnixTimestamp64Micro(RunStart), Revision, ReferenceVersion, Error, toUnixTimestamp64Micro(CreatedAt),
-       Model, PromptTokens, CompletionTokens, Cost, Details
+       Model, PromptTokens, CompletionTokens, Cost, Details, LatencyMs
 FROM scores FINAL WHERE {where}
 ORDER BY RunStart DESC, TraceId, RootSpanId, Metric, EvaluatorVersion
 LIMIT {{limit:UInt32}}
@@ -121,7 +121,7 @@ def _read_token(token: str, digest: str) -> dict[str, Any]:
 def _score(row: tuple[Any, ...]) -> pb.Score:
     trace, root, metric, evaluator, version, score, label, explanation, agent, task = row[:10]
     run_start_us, revision, reference_version, error, created_us = row[10:15]
-    model, prompt_tokens, completion_tokens, cost, details = row[15:]
+    model, prompt_tokens, completion_tokens, cost, details, latency_ms = row[15:]
     result = pb.EvaluationResult(
         metric=metric,
         label=label,
@@ -135,6 +135,7 @@ def _score(row: tuple[Any, ...]) -> pb.Score:
         completion_tokens=completion_tokens,
         cost=cost,
         details_json=details,
+        latency_ms=latency_ms,
     )
     if score is not None:
         result.score = score

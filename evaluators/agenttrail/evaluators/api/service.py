@@ -35,9 +35,12 @@ from agenttrail.evaluators.api.convert import (
 )
 from agenttrail.evaluators.api.errors import ApiError, Busy, InvalidArgument, NotFound
 from agenttrail.evaluators.api.score_pages import MAX_PAGE_SIZE, ScoreQuery, query_page
+from agenttrail.evaluators.combined import TOOL_CORRECTNESS, response_judges, selection_judges
 from agenttrail.evaluators.judges.base import Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.metrics import ConfiguredMetric, compute_metrics, parse_metric
 from agenttrail.evaluators.offline import (
+    Combine,
+    InstanceResult,
     call_mapping,
     judge_outputs,
     metric_names,
@@ -141,7 +144,7 @@ class EvaluationApi:
         if not texts and entry is not None:
             texts = list(self._default_metrics)
         metrics = _configured(texts, entry, from_request=bool(request.metrics))
-        judges = self._resolve_judges(request.judges, metric_names(metrics))
+        judges = self._resolve_judges(request.judges, metrics)
         run = _judge_input(request, calls, run_input, run_output, entry) if judges else None
         values = compute_metrics(
             predicted_calls(calls),
@@ -150,9 +153,16 @@ class EvaluationApi:
             latency_s=trajectory.latency_s if trajectory.HasField("latency_s") else None,
             failure=trajectory.failure if trajectory.HasField("failure") else None,
         )
-        response = pb.EvaluateResponse(results=_metric_results(values, metrics, texts, missing_reason))
+        verdicts: list[JudgeResult] = []
         if run is not None:
-            response.results.extend(self._run_judges(judges, run))
+            verdicts = self._run_judges(judges, run)
+            # the spec's combinations, as offline: tool_correctness min, multiply_score, avg_score
+            correctness = next((m.params for m in metrics if m.spec.name == TOOL_CORRECTNESS[0]), None)
+            combine = Combine(correctness, selection_judges(judges), response_judges(judges))
+            combined = combine(InstanceResult(0, dict(values)), run, verdicts)
+            values, verdicts = combined.metrics, list(combined.judges.values())
+        response = pb.EvaluateResponse(results=_metric_results(values, metrics, texts, missing_reason))
+        response.results.extend(_judge_result(result) for result in verdicts)
         if entry is not None:
             response.reference.CopyFrom(reference_message(entry, version))
         return response
@@ -174,7 +184,9 @@ class EvaluationApi:
             return None, 0, reason
         return stored.entry, stored.version, ""
 
-    def _resolve_judges(self, specs: Sequence[pb.JudgeSpec], metrics: Sequence[str]) -> list[Judge]:
+    def _resolve_judges(
+        self, specs: Sequence[pb.JudgeSpec], metrics: Sequence[ConfiguredMetric]
+    ) -> list[Judge]:
         if not specs:
             return []
         if self._judges is None:
@@ -189,12 +201,15 @@ class EvaluationApi:
             except (ValueError, AgentTrailError) as exc:
                 raise InvalidArgument(f"judges[{i}] ({spec.name}): {exc}") from exc
         try:
-            judge_outputs(judges, metrics)  # refuses a judge reporting a metric's name, or twice
+            asked = any(metric.spec.name == TOOL_CORRECTNESS[0] for metric in metrics)
+            merged = TOOL_CORRECTNESS if asked and selection_judges(judges) else ()
+            # refuses a judge reporting a metric's name, or twice (a selection judge's min is folded in)
+            judge_outputs(judges, metric_names(metrics), merged)
         except ValueError as exc:
             raise InvalidArgument(f"judges: {exc}") from exc
         return judges
 
-    def _run_judges(self, judges: Sequence[Judge], run: JudgeInput) -> list[pb.EvaluationResult]:
+    def _run_judges(self, judges: Sequence[Judge], run: JudgeInput) -> list[JudgeResult]:
         """Every judge on the run; a spent budget or a failed call is an error result, never dropped."""
         if not self._judge_slots.acquire(blocking=False):
             raise Busy("other evaluations with judges are running; retry in a few seconds")
@@ -202,7 +217,7 @@ class EvaluationApi:
             (results,) = run_judges(judges, [run])
         finally:
             self._judge_slots.release()
-        return [_judge_result(result) for result in results]
+        return list(results)
 
     # --- GetRun, ListScores ---------------------------------------------------------------
 
@@ -236,7 +251,12 @@ class EvaluationApi:
         return pb.ListScoresResponse(scores=scores, next_page_token=next_token)
 
 
-_GIVEN_BY = {"latency": "latency_s", "failure": "failure"}
+_GIVEN_BY = {
+    "latency": "latency_s",
+    "failure": "failure",
+    "multiply_score": "tool correctness and response score together",
+    "avg_score": "tool correctness and response score together",
+}
 
 
 def _metric_results(
@@ -331,6 +351,7 @@ def _judge_result(result: JudgeResult) -> pb.EvaluationResult:
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cost=result.cost,
+        latency_ms=round(result.latency_s * 1000),
     )
     if result.score is not None:
         message.score = result.score

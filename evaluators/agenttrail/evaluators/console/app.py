@@ -36,6 +36,7 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.audit import AuditSubject
 from agenttrail.evaluators.console import charts
 from agenttrail.evaluators.console.compare import compare_versions
+from agenttrail.evaluators.console.drift_examples import example_runs
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.console.references_page import (
     ReferenceFormError,
@@ -71,6 +72,9 @@ class ConsoleSettings:
     def audit_subjects(self) -> list[AuditSubject]:
         version = self.evaluator.version
         return [AuditSubject("trajectory", version, version), *self.judges]
+
+
+INTERVAL_KEYS = ("a_since", "a_until", "b_since", "b_until")  # the compare page's intervals
 
 
 class _StoreAccess:
@@ -326,6 +330,12 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
             for key in ("at", "window_start", "window_end"):
                 finding[key] = finding[key] / 1000
             finding["detail"] = _detail(finding["detail"])
+
+        def examples(s: Store) -> None:
+            for finding in findings:  # drifted ones: a few runs each that show the change
+                finding["examples"] = example_runs(s, finding) if finding["drifted"] else []
+
+        await store.run(examples)
         return page(request, "drift.html", findings=findings, agent=agent_name)
 
     async def alerts(request: Request) -> Response:
@@ -366,8 +376,14 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
     async def compare(request: Request) -> Response:
         agent_name = request.query_params.get("agent", "")
         a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        view = await store.run(lambda s: compare_versions(s, agent_name, a, b))
-        return page(request, "compare.html", view=view)
+        given = {key: request.query_params.get(key, "").strip() for key in INTERVAL_KEYS}
+        try:  # each side's interval: ISO 8601 or a duration back from now (7d), as the runs filter
+            moments = {key: parse_time(value) if value else None for key, value in given.items()}
+        except QueryError as exc:
+            return problem(request, f"compare interval: {exc}")
+        intervals = {side: (moments[f"{side}_since"], moments[f"{side}_until"]) for side in ("a", "b")}
+        view = await store.run(lambda s: compare_versions(s, agent_name, a, b, intervals))
+        return page(request, "compare.html", view=view, given=given)
 
     async def references(request: Request) -> Response:
         rows = await store.run(reference_list)

@@ -1,16 +1,18 @@
 """A reviewed criteria set run as a judge (online in the sidecar, offline, or from Python).
 
-In a judges config:
+In a judges config (the set is a type option, under `options:`):
 
     judges:
       - name: refund-criteria
         type: criteria
-        criteria_set: refund-quality   # a set saved with `agenttrail criteria save`
-        version: 2                     # optional: the newest version by default
+        options:
+          criteria_set: refund-quality   # a set saved with `agenttrail criteria save`
+          version: 2                     # optional: the newest version by default
 
 `file: reviewed.yaml` (or `definition:`, the set document inline) instead of `criteria_set` runs
 a set that is not saved, under its draft version.
-Saved sets are read from the store that `bind_store` names; the sidecar binds its own.
+Saved sets are read from the store that `bind_store` names: the sidecar binds its own, and
+`agenttrail evaluate --store DIR` binds the one it names.
 """
 
 from __future__ import annotations
@@ -39,10 +41,10 @@ _bound: list[Callable[[], Store]] = []
 _bound_lock = threading.Lock()
 
 
-def bind_store(store_factory: Callable[[], Store]) -> None:
-    """Where `criteria_judge_factory` reads saved sets from (the sidecar binds its store)."""
+def bind_store(store_factory: Callable[[], Store] | None) -> None:
+    """Where `criteria_judge_factory` reads saved sets from (the sidecar binds its store; None: none)."""
     with _bound_lock:
-        _bound[:] = [store_factory]
+        _bound[:] = [] if store_factory is None else [store_factory]
 
 
 class CriteriaJudge:
@@ -145,7 +147,8 @@ def criteria_judge_factory(
         factory = _bound[0] if _bound else None
     if factory is None:
         raise ConfigError(
-            f"{where}: saved criteria sets are read from the store, and none is bound here; "
-            "run it in the sidecar, call agenttrail.evaluators.criteria.judge.bind_store, or give file:"
+            f"{where}: criteria_set {set_name!r} is a saved set, read from a store, and none was named: "
+            "pass --store DIR (the store `agenttrail criteria save` wrote to) to `agenttrail evaluate`, "
+            "or give the set as file: (a reviewed set file) instead"
         )
     return CriteriaJudge.saved(name, str(set_name), version, client, factory)

@@ -32,10 +32,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 from urllib.parse import urlsplit
 
-import openai
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
@@ -46,6 +45,9 @@ from agenttrail.evaluators.judges.base import JudgeCall, Validator
 from agenttrail.evaluators.judges.budget import BudgetTracker, JudgeBudget
 from agenttrail.evaluators.judges.validation import check_schema, parse_json_answer
 from agenttrail.instrumentation import attributes as attr
+
+if TYPE_CHECKING:
+    import openai
 
 ResponseFormat = Literal["auto", "json_schema", "json_object", "prompt"]
 _STEP_DOWN: Final[dict[str, str]] = {"json_schema": "json_object", "json_object": "prompt"}
@@ -218,6 +220,8 @@ class OpenAIJudgeClient:
     ) -> None:
         self.settings = settings
         self.budget = budget or BudgetTracker(settings.budget)
+        import openai  # here, not at import: it takes seconds, and serve without judges never needs it
+
         self._openai = openai.OpenAI(
             base_url=settings.base_url,
             api_key=settings.resolved_api_key(environ),
@@ -326,6 +330,8 @@ class OpenAIJudgeClient:
         span: Span,
     ) -> str:
         """The answer text of one chat request, after retries and response_format step-downs."""
+        import openai
+
         auto = self.settings.response_format == "auto"
         mode = self._mode or "json_schema"
         retries = 0

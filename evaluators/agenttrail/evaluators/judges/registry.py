@@ -16,6 +16,7 @@ whose docstring's first line is its help text.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
@@ -52,6 +53,7 @@ SCHEDULING_KEYS: Final = frozenset(
         "tasks",
         "failure",
         "always_sample_failures",
+        "session_idle_s",
     }
 )
 """Keys of a judge definition that only the online scheduler reads; offline evaluation ignores them."""
@@ -147,11 +149,13 @@ class ClientPool:
     def __init__(self, make: Callable[[JudgeSettings], ChatJudgeClient] = OpenAIJudgeClient) -> None:
         self._make = make
         self._clients: dict[JudgeSettings, ChatJudgeClient] = {}
+        self._lock = threading.Lock()  # a reload builds judges while the API's threads do too
 
     def client(self, settings: JudgeSettings) -> ChatJudgeClient:
-        if settings not in self._clients:
-            self._clients[settings] = self._make(settings)
-        return self._clients[settings]
+        with self._lock:
+            if settings not in self._clients:
+                self._clients[settings] = self._make(settings)
+            return self._clients[settings]
 
     def build(self, definition: JudgeDefinition, source: str) -> Judge:
         options = {"type": definition.type, **definition.options}

@@ -58,6 +58,8 @@ def _rubric(value: Any) -> dict[float, str]:
 class RubricJudge(PromptJudge):
     """Pointwise judge: criteria and a rating rubric over the chosen inputs; score + explanation."""
 
+    response_quality = False  # True for the final_response preset (spec/metrics.md aggregates)
+
     def __init__(
         self,
         client: ChatJudgeClient,
@@ -177,6 +179,8 @@ def final_response_judge(
     name: str, options: Mapping[str, Any], client: ChatJudgeClient, source: str
 ) -> RubricJudge:
     """GEval-style: the final response vs the expected response, 0-1 (a rubric judge preset)."""
-    return RubricJudge._build(
+    judge = RubricJudge._build(
         name, Options(options, source, "final_response"), client, **FINAL_RESPONSE_PRESET
     )
+    judge.response_quality = True  # its score is the response score of multiply_score / avg_score
+    return judge

@@ -115,10 +115,12 @@ class TaskCompletionJudge(PromptJudge):
         if self.scope == "run":
             return render_run(run, self.sections)
         runs = self._runs(run)
-        tools = next((r.available_tools for r in (run, *runs) if r.available_tools), ())
-        return (
-            f"{data_section('available_tools', list(tools) or None)}\n\n{render_session(runs, _RUN_SECTIONS)}"
-        )
+        tools: dict[str, Any] = {}  # every tool the session's runs offered, first description kept
+        for member in (*runs, run):
+            for tool in member.available_tools:
+                tools.setdefault(str(tool.get("name")), tool)
+        described = data_section("available_tools", list(tools.values()) or None)
+        return f"{described}\n\n{render_session(runs, _RUN_SECTIONS)}"
 
     def images(self, run: JudgeInput) -> Sequence[str]:
         if self.screenshots == "none":

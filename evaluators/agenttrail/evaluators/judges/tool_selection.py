@@ -4,14 +4,18 @@ The judge sees the user input, the available tool schemas and the tools called (
 arguments), and returns a score in [0, 1] with a reason. A run without available tools is
 missing: there is nothing to select from.
 
-With the ``tool_correctness`` option (``true`` or a mapping of the metric's parameters: threshold,
-strict_mode, should_exact_match, should_consider_ordering, evaluation_params) the judge also
-reports ``tool_correctness`` = min(judge score, deterministic tool correctness against the
-reference trajectory) and ``tool_correctness_success``, exactly as spec/metrics.md says; the
-deterministic part is `metrics.correctness.tool_correctness`. Without a reference both are
-missing; without available tools the judge is not called and tool correctness is the
-deterministic score alone; if the judge call fails, tool correctness is an error too (a min
-with an unknown value is unknown).
+The judge also reports ``tool_correctness`` = min(judge score, deterministic tool correctness
+against the reference trajectory) and ``tool_correctness_success``, exactly as spec/metrics.md
+says; the deterministic part is `metrics.correctness.tool_correctness`. By default (option
+absent) it does so for every judged run that has a reference, with the metric's default
+parameters, and says nothing for the others. The ``tool_correctness`` option sets the
+parameters (``true`` or a mapping: threshold, strict_mode, should_exact_match,
+should_consider_ordering, evaluation_params) and reports them for every run: without a reference
+both are missing; without available tools the judge is not called and tool correctness is the
+deterministic score alone. ``false`` turns them off. If the judge call fails, tool correctness
+is an error too (a min with an unknown value is unknown). Offline, a ``tool_correctness``
+metric asked for beside the judge takes the min itself, with the metric's parameters
+(`agenttrail.evaluators.combined`).
 """
 
 from __future__ import annotations
@@ -86,12 +90,16 @@ class ToolSelectionJudge(PromptJudge):
         client: ChatJudgeClient,
         *,
         name: str = "tool_selection",
-        tool_correctness: Mapping[str, Any] | None = None,
+        tool_correctness: Mapping[str, Any] | bool | None = None,
         few_shot_examples: Sequence[Mapping[str, Any]] = (),
     ) -> None:
+        # None: the min where the rule applies (judged, with a reference); False: never.
+        self.combine_always = tool_correctness is not None and tool_correctness is not False
         try:
             self.tool_correctness = (
-                None if tool_correctness is None else _tool_correctness_params(tool_correctness)
+                None
+                if tool_correctness is False
+                else _tool_correctness_params(True if tool_correctness is None else tool_correctness)
             )
         except ValueError as exc:
             raise ConfigError(f"judge {name}: tool_correctness: {exc}") from exc
@@ -110,7 +118,7 @@ class ToolSelectionJudge(PromptJudge):
             },
             sections=("user_input", "available_tools", "trajectory"),
             examples=few_shot_examples,
-            meaning={"tool_correctness": self.tool_correctness},
+            meaning={"tool_correctness": self.tool_correctness, "always": self.combine_always},
         )
 
     @property
@@ -131,6 +139,9 @@ class ToolSelectionJudge(PromptJudge):
     def evaluate(self, run: JudgeInput) -> list[JudgeResult]:
         (selection,) = super().evaluate(run)
         if self.tool_correctness is None:
+            return [selection]
+        applies = run.reference_trajectory is not None and bool(run.available_tools)
+        if not self.combine_always and not applies:
             return [selection]
         return [selection, *self._combined(run, selection)]
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.durations import format_duration
 from agenttrail.evaluators.monitoring.display import TEST_EFFECTS, format_effect, format_p, format_value
-from agenttrail.evaluators.monitoring.plots import agent_figure, bucket_words
 from agenttrail.evaluators.monitoring.report_data import AgentReport, Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.route_store import lazy_store
 
@@ -56,6 +55,8 @@ def install_report_route(sidecar: Sidecar) -> None:
 
 def write_report(report: Report, output_format: str, out: Path) -> list[Path]:
     """Write the HTML page (`out` is a file) or one PNG per agent (`out` is a directory)."""
+    from agenttrail.evaluators.monitoring.plots import agent_figure  # matplotlib: only when drawing
+
     images = {
         name: agent_figure(agent, report.bucket_s, report.until) for name, agent in report.agents.items()
     }
@@ -104,6 +105,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Seque
 
 
 def render_html(report: Report, images: dict[str, bytes]) -> str:
+    from agenttrail.evaluators.monitoring.plots import bucket_words
+
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>agenttrail report {_utc(report.since)} to {_utc(report.until)} UTC</title>",

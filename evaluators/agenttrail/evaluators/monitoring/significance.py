@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +35,8 @@ def two_proportion_z(baseline: Sequence[float], recent: Sequence[float]) -> Test
     if variance <= 0:  # both windows all 0 or all 1: identical proportions
         p_value = 1.0
     else:
+        from scipy import stats  # imported when a test runs: scipy takes seconds, serve starts without it
+
         z = (p2 - p1) / math.sqrt(variance)
         p_value = float(2 * stats.norm.sf(abs(z)))
     h = 2 * math.asin(math.sqrt(p2)) - 2 * math.asin(math.sqrt(p1))
@@ -46,6 +47,8 @@ def mann_whitney(baseline: Sequence[float], recent: Sequence[float]) -> TestOutc
     """Two-sided Mann-Whitney U (tie-corrected); Cliff's delta = P(recent > base) - P(recent < base)."""
     if _constant_and_equal(baseline, recent):
         return TestOutcome("mann_whitney_u", 1.0, 0.0, "cliffs_delta")
+    from scipy import stats
+
     result = stats.mannwhitneyu(recent, baseline, alternative="two-sided", method="asymptotic")
     delta = 2 * float(result.statistic) / (len(recent) * len(baseline)) - 1
     return TestOutcome("mann_whitney_u", _clip(float(result.pvalue)), delta, "cliffs_delta")
@@ -55,6 +58,8 @@ def kolmogorov_smirnov(baseline: Sequence[float], recent: Sequence[float]) -> Te
     """Two-sided two-sample KS test; the effect is D, the largest gap between the two CDFs."""
     if _constant_and_equal(baseline, recent):
         return TestOutcome("kolmogorov_smirnov", 1.0, 0.0, "ks_d")
+    from scipy import stats
+
     with warnings.catch_warnings():  # "exact calculation unsuccessful": scipy falls back, as we want
         warnings.simplefilter("ignore", RuntimeWarning)
         result = stats.ks_2samp(recent, baseline, alternative="two-sided", method="auto")
@@ -70,6 +75,8 @@ def chi_square_counts(
     table = _pool_rare(table, min_expected)
     if table.shape[1] < 2 or table.sum(axis=1).min() == 0:
         return TestOutcome("chi_square", 1.0, 0.0, "cramers_v")
+    from scipy import stats
+
     chi2, p_value, _, _ = stats.chi2_contingency(table, correction=False)
     total = table.sum()
     cramers_v = math.sqrt(float(chi2) / (total * (min(table.shape) - 1))) if total else 0.0

@@ -1,0 +1,27 @@
+"""The MCP server's part of `agenttrail serve`: the tools over streamable HTTP at /mcp/."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agenttrail.collector.sidecar import Sidecar
+from agenttrail.evaluators.mcp_server.http import PREFIX, McpHttpApp
+from agenttrail.evaluators.worker import EvaluatorConfig
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+
+def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
+    """Mount the MCP app; the server (and the SDK) load on its first request."""
+    metrics = EvaluatorConfig.from_file(config_file).metrics
+
+    def build() -> MCPServer:
+        from agenttrail.evaluators.mcp_server.server import build_server
+
+        logging.getLogger("mcp").setLevel(logging.WARNING)  # it logs each tool error at INFO
+        return build_server(sidecar.new_store, metrics)  # its tools open store clients on use
+
+    host = sidecar.config.http.rpartition(":")[0].strip("[]") or "0.0.0.0"
+    sidecar.mount_app(PREFIX, McpHttpApp(build, bearer_token=sidecar.config.bearer_token, listen_host=host))
