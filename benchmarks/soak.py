@@ -12,7 +12,7 @@ A request resent after a dropped connection may legitimately be stored twice (at
 so duplicates are counted only on traces sent once.
 
     python benchmarks/soak.py                      # one hour, a kill every 10 minutes
-    python benchmarks/soak.py --seconds 90 --kill-every 40   # `make soak-short`
+    python benchmarks/soak.py --seconds 90 --kill-every 60   # `make soak-short`
 """
 
 from __future__ import annotations
