@@ -288,6 +288,14 @@ def test_mounted_asgi_app_is_served_under_its_prefix(start_sidecar: Any) -> None
     assert body == {"app": "console", "path": "/console/hello", "authorized": True}
     assert get(sidecar.http.address, "/console/nothing")[0] == 404
     assert get(sidecar.http.address, "/console/hello")[1]["authorized"] is False
+    # the prefix typed without its slash (a browser's "/console", an MCP client's "/mcp") is sent
+    # to the app's root, a POST staying a POST (307) and the query kept
+    host, port = sidecar.http.address.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("POST", "/console?x=1", body=b"{}")
+    response = connection.getresponse()
+    assert (response.status, response.getheader("location")) == (307, "/console/?x=1")
+    connection.close()
 
 
 def test_stop_finishes_requests_in_flight(start_sidecar: Any) -> None:

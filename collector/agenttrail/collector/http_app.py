@@ -143,6 +143,14 @@ class HttpApp:
             raise ValueError(f"mount prefix {prefix!r} must start with '/' and not end with one")
         self.app.router.routes.insert(0, Mount(prefix, app=app))
 
+        async def with_slash(request: Request) -> Response:
+            # "/console" or "/mcp" as typed: the mount serves "/console/..."; 307 keeps a POST a POST
+            target = prefix + "/" + (f"?{request.url.query}" if request.url.query else "")
+            return Response(status_code=307, headers={"location": target})
+
+        methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+        self.app.router.routes.insert(0, Route(prefix, with_slash, methods=methods))
+
     def close(self) -> None:
         self._ingest.shutdown(wait=True)
 
