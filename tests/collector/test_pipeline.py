@@ -310,3 +310,18 @@ def test_corrupt_record_left_in_the_spool_is_quarantined_at_replay(
     [run] = runs_of(sidecar, trace)
     assert [c["name"] for c in run["tool_calls"]] == ["kept"]
     assert not list((tmp_path / "spool").glob("segment-*.spool"))
+
+
+def test_stopping_assembly_keeps_what_it_did_not_reach_pending(store: Any) -> None:
+    """stop() during a long assembly ends it between chunks: the traces not reached stay pending
+    (a restart's recover() finds them), instead of running on against a store being closed and
+    logging each trace as one that cannot be stored."""
+    from agenttrail.collector.assembler import Assembler
+
+    assembler = Assembler(store, quiet_period_s=0.0, max_traces_per_query=1)
+    traces = {new_trace_id(): True for _ in range(3)}
+    assembler.notify(traces, time.time())
+    assert assembler.pending_count == 3
+    assembler.stop()  # never started: only the stop flag is set, as mid-cycle
+    assert assembler.assemble_due() == 0
+    assert assembler.pending_count == 3

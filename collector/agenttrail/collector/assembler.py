@@ -249,6 +249,8 @@ class Assembler(BackgroundLoop):
         try:
             ids = list(due)
             for start in range(0, len(ids), self._chunk):
+                if self.stopping:
+                    break  # the rest stays pending; after a restart, recover() finds it again
                 chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + self._chunk]}
                 written += self._assemble_isolating_failures(chunk)
                 with self._lock:
@@ -271,6 +273,8 @@ class Assembler(BackgroundLoop):
         except StoreUnavailable:
             raise
         except StoreError as exc:
+            if self.stopping:
+                raise  # the store is closing under us: not a bad trace, nothing to isolate
             if len(chunk) == 1:
                 self.failures += 1
                 log.error("skipping trace %s: its trajectory cannot be stored: %s", next(iter(chunk)), exc)

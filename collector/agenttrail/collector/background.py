@@ -42,6 +42,11 @@ class BackgroundLoop:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
+    @property
+    def stopping(self) -> bool:
+        """stop() was called: a long cycle should end at its next safe point."""
+        return self._stop.is_set()
+
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 

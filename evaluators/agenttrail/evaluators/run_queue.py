@@ -138,10 +138,6 @@ class RunQueueWorker(BackgroundLoop):
         while self.run_once() and not self._stop.is_set():
             pass
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def references(self) -> dict[str, StoredReference]:
         """The current reference of every task, re-read at most every 2 s."""
         if time.monotonic() - self._references_at > 2.0:
