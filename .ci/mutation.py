@@ -2,6 +2,7 @@
 
     python .ci/mutation.py ci      # auth and the spool: run by `make test` (mutation-ci)
     python .ci/mutation.py full    # also the accept path, the trajectory builder, the metrics
+    python .ci/mutation.py metrics # the metrics alone (about 40 min on 2 loaded cores)
 
 mutmut (3.x) mutates each function of the listed modules one small change at a time and runs
 the tests that call it; a mutant the tests still pass "survives". Every survivor must be listed

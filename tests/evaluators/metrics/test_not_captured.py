@@ -14,6 +14,7 @@ from agenttrail.evaluators.metrics import (
     NOT_CAPTURED,
     NotComputable,
     ToolCall,
+    TrajectoryFormatError,
     call_matcher,
     compute_metrics,
     parse_trajectory,
@@ -79,6 +80,10 @@ def test_stored_and_dataset_forms_say_not_captured() -> None:
     assert predicted_calls(stored) == [BLIND]
     assert predicted_calls([{"name": "search", "input": {}, "status": "ok"}])[0].input == {}
     assert parse_trajectory([{"name": "search", "args": {}, "input_captured": False}]) == [BLIND]
+    [kept] = parse_trajectory([{"name": "search", "input_captured": False, "output": {"hits": 2}}])
+    assert (kept.input, kept.output) == (NOT_CAPTURED, {"hits": 2})  # the output is still compared
+    with pytest.raises(TrajectoryFormatError, match=r"^trajectory\[0\].name: expected a non-empty tool name"):
+        parse_trajectory([{"name": "", "input_captured": False}])
 
 
 @given(
