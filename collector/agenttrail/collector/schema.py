@@ -171,15 +171,17 @@ MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     # The console's newest-first pages over millions of runs: `trajectories` is sorted by trace
-    # id, so "the newest 50" read every row's Start. A copy of each part sorted by Start lets
-    # ORDER BY Start ... LIMIT read a few granules (lazy materialization still applies). Merges
+    # id, so "the newest 50" read every row's Start. A copy of each part sorted by the runs
+    # pages' own key (Start, TraceId, RootSpanId: sorted by Start alone, the tie-break made
+    # ClickHouse read 4x more) lets ORDER BY ... LIMIT read a few granules. Merges
     # rebuild it after ReplacingMergeTree drops old versions. Costs about the table's size again.
     Migration(
         4,
         "trajectories projection by start time",
         (
             "ALTER TABLE trajectories MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild'",
-            "ALTER TABLE trajectories ADD PROJECTION IF NOT EXISTS by_start (SELECT * ORDER BY Start)",
+            "ALTER TABLE trajectories ADD PROJECTION IF NOT EXISTS by_start "
+            "(SELECT * ORDER BY (Start, TraceId, RootSpanId))",
             "ALTER TABLE trajectories MATERIALIZE PROJECTION by_start",
         ),
     ),
