@@ -49,6 +49,7 @@ GET_ROUTES: dict[str, str] = {
     "/api/v1/decisions": "trace_id=" + "ab" * 16,
     "/api/v1/references": "",
     "/api/v1/runs": "",
+    "/api/v1/judges": "",
     "/metrics": "",
 }
 OTLP_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
