@@ -83,7 +83,7 @@ def test_clickhouse_server_round_trip() -> None:
 def test_newest_runs_read_the_start_ordered_projection(store: Any) -> None:
     """`ORDER BY Start DESC LIMIT n` over trajectories (the console's runs pages) reads the
     by_start projection, not every row's Start in the trace-id-sorted table; after a merge drops
-    an old version, the projection drops it too (it is rebuilt, not left stale)."""
+    an old version, or a lightweight DELETE a row, the projection drops it too."""
     from agenttrail.collector.assembler import ASSEMBLED_COLUMNS, deletion_row
 
     base = list(deletion_row("t", "r", time.time(), 0))
@@ -107,3 +107,6 @@ def test_newest_runs_read_the_start_ordered_projection(store: Any) -> None:
     assert "ReadFromMergeTree (by_start)" in plan, plan
     store.command("OPTIMIZE TABLE trajectories FINAL")
     assert [r[0] for r in store.query(newest)] == ["new", "b"]
+    # a lightweight DELETE (a user's, or a test's) is allowed and reaches the projection too
+    store.command("DELETE FROM trajectories WHERE TraceId = {t:String}", {"t": "b" * 32})
+    assert [r[0] for r in store.query(newest)] == ["new"]

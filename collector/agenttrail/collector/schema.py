@@ -174,12 +174,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     # id, so "the newest 50" read every row's Start. A copy of each part sorted by the runs
     # pages' own key (Start, TraceId, RootSpanId: sorted by Start alone, the tie-break made
     # ClickHouse read 4x more) lets ORDER BY ... LIMIT read a few granules. Merges
-    # rebuild it after ReplacingMergeTree drops old versions. Costs about the table's size again.
+    # rebuild it and a lightweight DELETE drops it from the parts it touches (their reads fall back
+    # to the table; "rebuild" there kept deleted rows visible through the projection in chDB 26.9;
+    # ClickHouse refuses both on a ReplacingMergeTree with a
+    # projection otherwise). Costs about the table's size again.
     Migration(
         4,
         "trajectories projection by start time",
         (
-            "ALTER TABLE trajectories MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild'",
+            "ALTER TABLE trajectories MODIFY SETTING deduplicate_merge_projection_mode = 'rebuild', "
+            "lightweight_mutation_projection_mode = 'drop'",
             "ALTER TABLE trajectories ADD PROJECTION IF NOT EXISTS by_start "
             "(SELECT * ORDER BY (Start, TraceId, RootSpanId))",
             "ALTER TABLE trajectories MATERIALIZE PROJECTION by_start",
