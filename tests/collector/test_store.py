@@ -84,24 +84,15 @@ def test_newest_runs_read_the_start_ordered_projection(store: Any) -> None:
     """`ORDER BY Start DESC LIMIT n` over trajectories (the console's runs pages) reads the
     by_start projection, not every row's Start in the trace-id-sorted table; after a merge drops
     an old version, or a lightweight DELETE a row, the projection drops it too."""
-    from agenttrail.collector.assembler import ASSEMBLED_COLUMNS, deletion_row
+    from trajectory_rows import agent_run, insert_trajectories, run_row
 
-    base = list(deletion_row("t", "r", time.time(), 0))
-    is_deleted, start, version, task = (
-        ASSEMBLED_COLUMNS.index(c) for c in ("IsDeleted", "Start", "Version", "Task")
-    )
-
-    def row(trace: str, at: str, ver: int, what: str) -> tuple[Any, ...]:
-        values = [*base]
-        values[0], values[start], values[version], values[is_deleted], values[task] = trace, at, ver, 0, what
-        return tuple(values)
-
-    store.insert_rows(
-        "trajectories",
-        ASSEMBLED_COLUMNS,
-        [row("a" * 32, "2026-01-01 00:00:01", 1, "old"), row("b" * 32, "2026-01-01 00:00:02", 1, "b")],
-    )
-    store.insert_rows("trajectories", ASSEMBLED_COLUMNS, [row("a" * 32, "2026-01-01 00:00:03", 2, "new")])
+    start = 1_767_225_601.0  # 2026-01-01 00:00:01 UTC
+    root = "1" * 16
+    old = agent_run(start=start, trace_id="a" * 32, root_span_id=root, task="old")
+    other = agent_run(start=start + 1, trace_id="b" * 32, task="b")
+    new = agent_run(start=start + 2, trace_id="a" * 32, root_span_id=root, task="new")  # re-assembled
+    insert_trajectories(store, [run_row(old, revision=1), run_row(other, revision=1)])
+    insert_trajectories(store, [run_row(new, revision=2)])
     newest = "SELECT Task FROM trajectories ORDER BY Start DESC LIMIT 10"
     plan = "\n".join(r[0] for r in store.query(f"EXPLAIN projections = 1 {newest}"))
     assert "ReadFromMergeTree (by_start)" in plan, plan
