@@ -192,7 +192,7 @@ class JudgeWorker(RunQueueWorker):
                 self._executors[online.name],
                 references=self.references(),
                 worker_id=self.worker_id,
-                now=self._clock(),
+                now=now,
             )
             self.counters.per_judge[online.name].add(outcome)
             recheck = now + WAITING_RECHECK_S
