@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +141,35 @@ def make_judge(llm: LlmServer) -> Callable[..., Any]:
         return build_online_judge(spec, pool)
 
     return make
+
+
+@pytest.fixture
+def live_judge_sidecar(start_sidecar: Any, tmp_path: Path) -> Callable[..., tuple[Any, Any]]:
+    """start(llm, judge, service) -> (sidecar, provider): a sidecar whose config runs the one
+    `judge` (a config item) on the local model server, and an SDK tracer provider, installed as
+    the instrumentation's, exporting to that sidecar over OTLP/HTTP (shut it down to flush)."""
+    import yaml
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from agenttrail.instrumentation import configure
+
+    def start(llm: LlmServer, judge: dict[str, Any], service: str) -> tuple[Any, TracerProvider]:
+        config = tmp_path / "agenttrail.yaml"
+        defaults = {"base_url": llm.base_url, "model": "judge-model", "api_key": "test", "max_retries": 0}
+        config.write_text(
+            yaml.safe_dump(
+                {"evaluators": {"poll_interval_s": 0.1}, "judge_defaults": defaults, "judges": [judge]}
+            )
+        )
+        sidecar = start_sidecar(config_file=str(config))
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(
+            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://{sidecar.http.address}/v1/traces"))
+        )
+        configure(tracer_provider=provider)
+        return sidecar, provider
+
+    return start

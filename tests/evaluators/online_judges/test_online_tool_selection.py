@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
-import yaml
 from llm_server import LlmServer, Reply
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from agenttrail.instrumentation import agent, configure, set_task, tool
+from agenttrail.instrumentation import agent, set_task, tool
 
 
 @tool(description="Look an order up by its id")
@@ -74,25 +69,13 @@ def framework_run(provider: TracerProvider) -> str:
 
 
 def test_online_tool_selection_judges_decorated_and_framework_runs(
-    start_sidecar: Any, tmp_path: Path
+    live_judge_sidecar: Any,
 ) -> None:
     """Both live runs are judged (not missing): each prompt names that run's available tools
     with their descriptions, and the stored score is the judge's."""
     with LlmServer(lambda _: Reply.chat_json({"reason": "right tools", "score": 0.8})) as llm:
-        config = tmp_path / "agenttrail.yaml"
         judge = {"name": "picks", "type": "tool_selection", "concurrency": 1}
-        defaults = {"base_url": llm.base_url, "model": "judge-model", "api_key": "test", "max_retries": 0}
-        config.write_text(
-            yaml.safe_dump(
-                {"evaluators": {"poll_interval_s": 0.1}, "judge_defaults": defaults, "judges": [judge]}
-            )
-        )
-        sidecar = start_sidecar(config_file=str(config))
-        provider = TracerProvider(resource=Resource.create({"service.name": "live"}))
-        provider.add_span_processor(
-            SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"http://{sidecar.http.address}/v1/traces"))
-        )
-        configure(tracer_provider=provider)
+        sidecar, provider = live_judge_sidecar(llm, judge, "live")
         support(7)
         framework_run(provider)
         provider.shutdown()
