@@ -19,7 +19,7 @@ from typing import Any
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.cli.main import ALL_MIGRATIONS
+from agenttrail.evaluators.composition import STORE_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
@@ -93,7 +93,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Store(parse_store(args.store or str(Path(tmp) / "store"), "bench"))
-        migrate(store, (*ALL_MIGRATIONS, *MONITORING_MIGRATIONS))
+        migrate(store, (*STORE_MIGRATIONS, *MONITORING_MIGRATIONS))
         now = datetime.now(UTC)
         if not store.query("SELECT count() FROM trajectories")[0][0]:
             started = time.perf_counter()
