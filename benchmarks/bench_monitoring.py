@@ -19,7 +19,7 @@ from typing import Any
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.cli import ALL_MIGRATIONS
+from agenttrail.evaluators.cli.main import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats

@@ -7,7 +7,7 @@ FINAL. The one case FINAL does not cover is a run scored by two evaluator versio
 set changed and the new version re-scored recent runs): only those metrics take the per-run
 argMax path, found by a cheap query first. Scores are not joined to runs (that join costs
 another 3-5x): the evaluator deletes the scores of runs that re-assembly deleted instead
-(deleted_runs.py), within seconds.
+(scoring/deleted_runs.py), within seconds.
 """
 
 from __future__ import annotations
