@@ -267,30 +267,59 @@ def fail_ftruncate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spool_module.os, "ftruncate", failing_ftruncate)
 
 
+@pytest.mark.parametrize("first_writes", [1, 13])
 def test_a_short_write_is_refused_cut_off_and_the_next_append_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_writes: int
 ) -> None:
-    """Part of a record written, then ENOSPC: SpoolError saying so, the part is cut off again
-    (the file holds the acknowledged records only), and the next append after space is freed
-    lands after them in the same segment, with no further repair."""
+    """Part of a record written (its first byte, or all but its last), then ENOSPC: SpoolError
+    saying so, the part is cut off again (the file holds the acknowledged records only), and the
+    next append after space is freed lands after them in the same segment, with no further repair.
+    A new segment needs no repair either."""
     spool = Spool(tmp_path / "spool")
-    spool.append(b"first")
     with monkeypatch.context() as patched:
-        fail_writes(patched, first_writes=3, error=errno.ENOSPC)
+        fail_ftruncate(patched)
+        spool.append(b"first")
+    spool.append(b"2nd")
+    with monkeypatch.context() as patched:
+        fail_writes(patched, first_writes=first_writes, error=errno.ENOSPC)
         with pytest.raises(SpoolError) as caught:
             spool.append(b"second record")
     assert str(caught.value) == (
-        f"cannot write to the spool {tmp_path / 'spool'} (No space left on device, 3 of 14 bytes "
-        "written and cut off again)"
+        f"cannot write to the spool {tmp_path / 'spool'} (No space left on device, {first_writes} of 14 "
+        "bytes written and cut off again)"
     )
     active = spool.active
     assert active is not None
-    assert active.read_bytes() == length_delimited([b"first"])
+    assert active.read_bytes() == length_delimited([b"first", b"2nd"])
     with monkeypatch.context() as patched:
         fail_ftruncate(patched)  # repaired already: the next append does not depend on a cut
         spool.append(b"third")
     assert spool.seal() == active
-    assert active.read_bytes() == length_delimited([b"first", b"third"])
+    assert active.read_bytes() == length_delimited([b"first", b"2nd", b"third"])
+
+
+def test_partial_writes_are_continued_until_the_record_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.write may write less than asked without an error: the spool writes the rest."""
+    real_write = os.write
+    sizes: list[int] = []
+
+    def slow_write(fd: int, data: Any) -> int:
+        assert len(sizes) < 100, "the spool keeps writing past its record"
+        sizes.append(real_write(fd, bytes(data[:5])))
+        return sizes[-1]
+
+    spool = Spool(tmp_path / "spool")
+    records = [b"a record longer than five bytes", b"", b"another one"]
+    with monkeypatch.context() as patched:
+        patched.setattr(spool_module.os, "write", slow_write)
+        for record in records:
+            spool.append(record)
+    assert len(sizes) > len(records)
+    segment = spool.seal()
+    assert segment is not None
+    assert segment.read_bytes() == length_delimited(records)
 
 
 def test_a_write_that_writes_nothing_is_refused_and_the_file_left_alone(
