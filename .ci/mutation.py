@@ -15,12 +15,16 @@ numbers, which shift whenever the function changes.
 The three source roots (instrumentation/, collector/, evaluators/) are one namespace package;
 mutmut wants one tree whose file paths are the module names, so the run happens in a scratch
 copy (.mutation/<profile>/) with src/agenttrail/ merged from the three, and its own
-[tool.mutmut] section: the profiles below are that configuration.
+[tool.mutmut] section: the profiles below are that configuration. Each run starts from a fresh
+copy (mutmut would otherwise reuse verdicts), and `--keep` reports only on a finished run over
+the current sources and tests. A mutant that loops is stopped after 20 CPU seconds, not a
+wall-clock time, so that a loaded machine gives the same verdicts (mutation_conftest.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -93,15 +97,42 @@ class Survivor:
         return f"{self.function}\t{self.before}\t{self.after}"
 
 
+INPUTS = "inputs.sha256"  # in the scratch tree: what the run there was over
+
+
+def inputs_digest(profile_name: str) -> str:
+    """A digest of everything a run's verdicts depend on: the sources, the tests, this script and
+    its conftest, pyproject.toml, mutmut's version. `--keep` reports only on a run over these."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(f"{profile_name}\0mutmut {version('mutmut')}\0".encode())
+    files = [ROOT / ".ci" / "mutation.py", ROOT / ".ci" / "mutation_conftest.py", ROOT / "pyproject.toml"]
+    for tree in [*(ROOT / root / "agenttrail" for root in SOURCE_ROOTS), ROOT / "tests"]:
+        files += sorted(path for path in tree.rglob("*") if path.is_file() and not _ignored(path))
+    for path in files:
+        digest.update(f"{path.relative_to(ROOT)}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _ignored(path: Path) -> bool:
+    return "__pycache__" in path.parts or path.suffix == ".pyc"
+
+
 def scratch_tree(profile_name: str, profile: Profile) -> Path:
-    """A fresh copy: src/agenttrail/ merged from the three roots, the tests, a pyproject for mutmut."""
+    """A fresh copy: src/agenttrail/ merged from the three roots, the tests, a pyproject for mutmut.
+    Nothing of an earlier run is kept: mutmut would reuse its verdicts for unchanged functions
+    even where the tests changed."""
     scratch = ROOT / ".mutation" / profile_name
     shutil.rmtree(scratch, ignore_errors=True)
+    if scratch.exists():
+        sys.exit(f"cannot remove the previous run's {scratch}; remove it by hand")
     package = scratch / "src" / "agenttrail"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for root in SOURCE_ROOTS:
         shutil.copytree(ROOT / root / "agenttrail", package, dirs_exist_ok=True, ignore=ignore)
     shutil.copytree(ROOT / "tests", scratch / "tests", ignore=ignore)
+    shutil.copyfile(ROOT / ".ci" / "mutation_conftest.py", scratch / "conftest.py")
     pyproject = (ROOT / "pyproject.toml").read_text()
     selection = ", ".join(f'"{test}"' for test in profile.tests)
     modules = ", ".join(f'"{module}"' for module in profile.modules)
@@ -110,11 +141,13 @@ def scratch_tree(profile_name: str, profile: Profile) -> Path:
 source_paths = ["src"]
 only_mutate = [{modules}]
 pytest_add_cli_args_test_selection = [{selection}]
-pytest_add_cli_args = ["-p", "no:cacheprovider", "--timeout=60"]
-# A mutant that loops forever is stopped at (test CPU seconds + 1) x 2 x 2 CPU seconds, not
-# mutmut's x 15 x 2: CPU time, so a loaded machine does not turn slow tests into false kills.
-timeout_multiplier = 2.0
-timeout_constant = 1.0
+also_copy = ["conftest.py"]
+pytest_add_cli_args = ["-p", "no:cacheprovider"]
+# mutmut's wall-clock limit is (test seconds + constant) x multiplier: set far out, a backstop.
+# A mutant that loops is stopped by CPU time (conftest.py), which a loaded machine does not
+# turn into false kills of mutants whose tests were merely slow.
+timeout_multiplier = 1.0
+timeout_constant = 300.0
 # grpc and chDB are not fork-safe after use: fork workers from a clean server process
 process_isolation = "forkserver"
 use_git_change_detection = false
@@ -133,8 +166,9 @@ def run_mutmut(scratch: Path, children: int) -> None:
         sys.exit(f"mutmut run failed (exit {completed.returncode}); see its output above")
 
 
-def collect(scratch: Path) -> tuple[Counter[str], list[Survivor]]:
-    """Counts by status, and the survivors with their mutated lines (read through mutmut's API)."""
+def collect(scratch: Path) -> tuple[Counter[str], list[Survivor], list[str]]:
+    """Counts by status, the survivors with their mutated lines, and the mutated modules (read
+    through mutmut's API)."""
     os.chdir(scratch)
     sys.path.insert(0, str(scratch))
     # imported here: mutmut reads its configuration from the working directory on import
@@ -147,7 +181,9 @@ def collect(scratch: Path) -> tuple[Counter[str], list[Survivor]]:
 
     counts: Counter[str] = Counter()
     survivors = []
+    modules = []
     for path in walk_mutatable_files():
+        modules.append(".".join(Path(path).relative_to("src").with_suffix("").parts))
         data = SourceFileMutationData(path=path)
         data.load()
         for name, exit_code in data.exit_code_by_key.items():
@@ -155,7 +191,7 @@ def collect(scratch: Path) -> tuple[Counter[str], list[Survivor]]:
             counts[status] += 1
             if status in UNDETECTED:
                 survivors.append(describe(name, get_diff_for_mutant(name, path=path), status))
-    return counts, survivors
+    return counts, survivors, modules
 
 
 def describe(mutant: str, diff: str, status: str) -> Survivor:
@@ -193,12 +229,27 @@ def main() -> None:
     profile = PROFILES[args.profile]
     began = time.monotonic()
     scratch = ROOT / ".mutation" / args.profile
-    if not args.keep:
+    digest = inputs_digest(args.profile)
+    if args.keep:
+        kept = scratch / INPUTS
+        if not kept.is_file() or kept.read_text().strip() != digest:
+            sys.exit(
+                f"{scratch.relative_to(ROOT)} holds no finished run over the current sources and tests; "
+                "run without --keep"
+            )
+    else:
         scratch = scratch_tree(args.profile, profile)
         run_mutmut(scratch, args.children)
-    counts, survivors = collect(scratch)
+        (scratch / INPUTS).write_text(digest + "\n")  # only once the run finished
+    counts, survivors, modules = collect(scratch)
     reviewed = reviewed_keys()
     unreviewed = [s for s in survivors if s.key() not in reviewed]
+    surviving = {s.key() for s in survivors}
+    stale = [
+        key
+        for key in reviewed
+        if key not in surviving and any(key.startswith(f"{module}.") for module in modules)
+    ]
     total = sum(counts.values())
     unfinished = sum(counts[status] for status in UNFINISHED)
     print(
@@ -211,6 +262,13 @@ def main() -> None:
         mark = "reviewed" if survivor.key() in reviewed else "UNREVIEWED"
         times = f" (x{count})" if count > 1 else ""
         print(f"  {mark}: {survivor.function}: {survivor.before!r} -> {survivor.after!r}{times}")
+    if stale and not unfinished:
+        print(
+            "\nReviewed, but no longer surviving (a test kills it now, or the code changed); "
+            f"delete from {REVIEWED.relative_to(ROOT)}:"
+        )
+        for key in stale:
+            print(f"  {key.replace(chr(9), ' | ')}")
     if unfinished:
         print(f"\n{unfinished} mutant(s) were not run: the run was cut short; run it again.")
     if unreviewed:
