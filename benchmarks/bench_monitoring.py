@@ -95,7 +95,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Store(parse_store(args.store or str(Path(tmp) / "store"), "bench"))
-        migrate(store, READ_MIGRATIONS)  # every table serve makes (the report reads alerts too)
+        started = time.perf_counter()
+        applied = migrate(store, READ_MIGRATIONS)  # every table serve makes (the report reads alerts too)
+        if applied and store.query("SELECT count() FROM trajectories")[0][0]:
+            print(f"migrations {applied} on the stored runs: {time.perf_counter() - started:.1f} s")
         now = datetime.now(UTC)
         if not store.query("SELECT count() FROM trajectories")[0][0]:
             started = time.perf_counter()
@@ -159,6 +162,27 @@ def main() -> None:
         for label, since in (("1 day", "1d"), ("7 days", "7d")):
             found = timed(label, lambda s=since: agent_overview(store, "billing-bot", since=s, until=""))
             print(f"    -> {found.runs:,} runs, {len(found.worst)} worst runs")
+        print("inserts of 1,000 runs (what the rollups' materialized views add to assembly):")
+        for label, changes in (
+            (
+                "first assemblies (Revision 1)",
+                "concat('n', toString(rand64()), TraceId) AS TraceId, 1 AS Revision",
+            ),
+            ("re-assemblies, same start (Revision + 1)", "Revision + 1 AS Revision, Version + 1 AS Version"),
+            (
+                "re-assemblies, start moved (Revision + 1)",
+                "Revision + 1 AS Revision, Version + 2 AS Version, Start + toIntervalSecond(7) AS Start",
+            ),
+        ):
+            timed(
+                label,
+                lambda c=changes: store.command(
+                    f"INSERT INTO trajectories SELECT * REPLACE ({c}) FROM trajectories "
+                    "WHERE TraceId IN (SELECT TraceId FROM trajectories WHERE Revision = 1 LIMIT 1000) "
+                    "AND Revision = 1"
+                ),
+                repeat=1,
+            )
         store.close()
 
 
