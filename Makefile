@@ -34,9 +34,11 @@ embeddings: $(EMBEDDINGS_STAMP)
 demo: $(STAMP)
 	$(BIN)/agenttrail demo --keep
 
+# lint-imports: the import direction (packages, and the evaluators' wings), contracts in pyproject.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators

@@ -20,7 +20,7 @@ from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
 COLUMNS = ("TraceId", "RootSpanId", "Agent", "Task", "Start", "LatencyS", "Failure", "ToolNames")
 COLUMNS += ("ToolStatuses", "AssembledAt", "Version", "IsDeleted")

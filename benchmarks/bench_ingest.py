@@ -156,7 +156,7 @@ def bench_ingest(
             [
                 sys.executable,
                 "-c",
-                "from agenttrail.evaluators.entry import main; main()",
+                "from agenttrail.evaluators.cli.entry import main; main()",
                 "--log-level",
                 "WARNING",
                 "serve",

@@ -224,7 +224,7 @@ def bench_overload(
             [
                 sys.executable,
                 "-c",
-                "from agenttrail.evaluators.entry import main; main()",
+                "from agenttrail.evaluators.cli.entry import main; main()",
                 "--log-level",
                 "WARNING",
                 "serve",

@@ -49,7 +49,7 @@ REFERENCE = {
         {"tool_name": "send_email"},
     ]
 }
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.entry import main; main()"]
+AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 _LAGS = """
 SELECT quantiles(0.5, 0.95)(lag), max(lag), count(), toUnixTimestamp64Micro(max(done)) / 1e6
 FROM (

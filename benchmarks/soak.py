@@ -35,7 +35,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 from otlp_fuzz import EXPORT, FuzzCases
 
-SERVE = [sys.executable, "-c", "from agenttrail.evaluators.entry import main; main()"]
+SERVE = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 
 
 class Sidecar:

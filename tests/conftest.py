@@ -53,7 +53,7 @@ def store(chdb_dir: Path, database: str) -> Iterator[Any]:
 @pytest.fixture
 def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
-    import agenttrail.evaluators.cli  # noqa: F401  installs the evaluator into every sidecar, as `serve` does
+    import agenttrail.evaluators.cli.main  # noqa: F401  installs the evaluator into every sidecar, as `serve` does
     from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import SidecarConfig
 
@@ -94,10 +94,10 @@ def budget_clock(monkeypatch: pytest.MonkeyPatch) -> float:
     test shows it no longer depends on when it runs."""
     from functools import partial
 
-    from agenttrail.evaluators import judge_setup
-    from agenttrail.evaluators.judge_worker import JudgeWorker
     from agenttrail.evaluators.judges import client
+    from agenttrail.evaluators.judges import setup as judge_setup
     from agenttrail.evaluators.judges.budget import BudgetTracker
+    from agenttrail.evaluators.judges.worker import JudgeWorker
 
     now = BUDGET_BOUNDARY - 0.001
     monkeypatch.setattr(client, "BudgetTracker", partial(BudgetTracker, clock=lambda: now))

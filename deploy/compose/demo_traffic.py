@@ -1,5 +1,5 @@
 """The compose stack's demo agent: agenttrail's example support agent
-(agenttrail.evaluators.demo_agent) sending its traces to the sidecar over OTLP/gRPC without end.
+(agenttrail.evaluators.demo.agent) sending its traces to the sidecar over OTLP/gRPC without end.
 After DEMO_DEGRADE_AFTER runs its version 1.1 ships (refunds start failing), so drift, alerts
 and the dashboards have something to show. DEMO_RUNS stops it after that many runs (0: never).
 With a ClickHouse URL in AGENTTRAIL_STORE it first loads the tasks' reference trajectories,
@@ -12,7 +12,7 @@ import os
 import random
 import time
 
-from agenttrail.evaluators import demo_agent
+from agenttrail.evaluators.demo import agent as demo_agent
 from agenttrail.instrumentation import configure, force_flush
 
 log = logging.getLogger("demo-agent")
@@ -21,9 +21,9 @@ log = logging.getLogger("demo-agent")
 def load_references(store_url: str) -> None:
     from agenttrail.collector.schema import migrate
     from agenttrail.collector.store import Store, parse_store
-    from agenttrail.evaluators.reference_store import store_reference_set
-    from agenttrail.evaluators.references import parse_reference_set
-    from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+    from agenttrail.evaluators.scoring.reference_store import store_reference_set
+    from agenttrail.evaluators.scoring.references import parse_reference_set
+    from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
     store = Store(parse_store(store_url))
     try:

@@ -10,9 +10,9 @@ import pytest
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.evaluators.metrics import compute_metrics
-from agenttrail.evaluators.reference_store import latest_references, store_reference_set
-from agenttrail.evaluators.references import parse_reference_set
-from agenttrail.evaluators.worker import EvaluatorConfig
+from agenttrail.evaluators.scoring.reference_store import latest_references, store_reference_set
+from agenttrail.evaluators.scoring.references import parse_reference_set
+from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 PREDICTED = [
     {"name": "search", "input": {"q": "refund policy", "limit": 5}, "output": {"hits": 3}},

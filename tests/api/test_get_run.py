@@ -11,9 +11,9 @@ import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
-from agenttrail.evaluators.reference_store import store_reference_set
-from agenttrail.evaluators.references import parse_reference_set
-from agenttrail.evaluators.scores import ScoreFilter, query_scores
+from agenttrail.evaluators.scoring.reference_store import store_reference_set
+from agenttrail.evaluators.scoring.references import parse_reference_set
+from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 REFERENCES = {"refund": [{"tool_name": "lookup", "tool_input": {"id": 7}}, {"tool_name": "refund"}]}

@@ -12,8 +12,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from otlp_builders import new_span_id, new_trace_id
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
-from agenttrail.evaluators.judge_runs import JUDGE_SCORE_COLUMNS
-from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.evaluators.judges.runs import JUDGE_SCORE_COLUMNS
+from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 NOW = time.time()
 METRICS = ("trajectory_recall", "latency", "failure")

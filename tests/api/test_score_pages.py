@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from agenttrail.collector.queries import TrajectoryFilter
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.api.score_pages import ScoreQuery, query_page
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
-from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 BASE_US = 1_790_000_000_000_000
 TRACES = ("a" * 32, "b" * 32)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from otlp_builders import SpanSpec, new_span_id, new_trace_id, request
 
 from agenttrail.collector.ingest import IngestPipeline
@@ -34,3 +35,29 @@ def test_the_spool_is_cut_into_segments_of_batch_max_rows_while_the_writer_is_be
     assert pipeline._spool.segments() == []
     assert pipeline.counters.stored_spans == 300
     pipeline.stop()
+
+
+@pytest.mark.timeout(300)
+def test_stop_far_behind_ends_within_its_timeout_and_the_rest_is_replayed(store: Any, tmp_path: Path) -> None:
+    """A writer 80 segments behind stops within stop()'s timeout (it takes no new batch after
+    half of it) instead of being abandoned mid-insert; the segments it did not reach stay
+    spooled, and the next start's replay stores every span exactly once."""
+    spool_dir = tmp_path / "spool"
+    pipeline = IngestPipeline(store, spool_dir, batch_max_rows=30, flush_interval_s=30)
+    trace = new_trace_id()
+    for _ in range(80):
+        pipeline.accept(thirty_spans(trace))
+    pipeline.start()
+    pipeline.stop(timeout_s=6)
+    assert not pipeline.alive()
+    left = len(pipeline._spool.segments())
+    assert left > 0  # 80 inserts (~0.1 s each at best) do not fit in 3 s: some are left for replay
+    stored = store.query("SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace})[0][0]
+    assert stored == pipeline.counters.stored_spans < 2400
+
+    restarted = IngestPipeline(store, spool_dir, batch_max_rows=30, flush_interval_s=30)
+    assert restarted.replay() == left
+    assert store.query("SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace}) == [
+        (2400,)
+    ]
+    assert restarted._spool.segments() == []

@@ -18,7 +18,7 @@ import grpc
 import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.entry import main; main()"]
+AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 

@@ -53,13 +53,13 @@ def console(chdb_dir: Path) -> Iterator[Console]:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    import agenttrail.evaluators.cli  # noqa: F401  installs the evaluators into the demo's sidecar
+    import agenttrail.evaluators.cli.main  # noqa: F401  installs the evaluators into the demo's sidecar
     from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.store import Store, parse_store
     from agenttrail.evaluators.console import ConsoleSettings, create_app
-    from agenttrail.evaluators.demo import run_demo
+    from agenttrail.evaluators.demo.run import run_demo
     from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
-    from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+    from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
 
     output: list[str] = []
     run_demo(runs=120, seed=7, keep=str(chdb_dir), build=build_sidecar, report=None, out=output.append)

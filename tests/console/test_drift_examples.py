@@ -22,7 +22,7 @@ def runs(store: Any) -> dict[str, str]:
     all); name -> trace id."""
     from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
     from agenttrail.collector.schema import migrate
-    from agenttrail.evaluators.cli import ALL_MIGRATIONS
+    from agenttrail.evaluators.cli.main import ALL_MIGRATIONS
 
     migrate(store, ALL_MIGRATIONS)
     shapes = {  # name: (age s, latency s, failed, tools, score)

@@ -40,7 +40,7 @@ SHARDS = ("shard_1",)
 def main(workdir: Path, runs: int) -> None:
     import chdb
 
-    import agenttrail.evaluators.cli  # noqa: F401  the evaluator, as `serve` has it
+    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluator, as `serve` has it
     from agenttrail.collector.cli import SCHEMA_MIGRATIONS, build_sidecar
     from agenttrail.collector.cluster_ddl import cluster_ddl
     from agenttrail.collector.config import SidecarConfig
@@ -85,8 +85,8 @@ def main(workdir: Path, runs: int) -> None:
     try:
         assert sidecar.pipeline is not None
         assert sidecar.store is not None
-        from agenttrail.evaluators.reference_store import store_reference_set
-        from agenttrail.evaluators.references import parse_reference_set
+        from agenttrail.evaluators.scoring.reference_store import store_reference_set
+        from agenttrail.evaluators.scoring.references import parse_reference_set
 
         store_reference_set(
             sidecar.store,

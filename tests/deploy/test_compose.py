@@ -90,7 +90,7 @@ def test_services_find_each_other() -> None:
 
 def test_the_sidecar_config_loads(tmp_path: Path) -> None:
     """Every section of the compose sidecar config passes the sidecar's own parsers."""
-    import agenttrail.evaluators.cli  # noqa: F401  the evaluators' sections
+    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluators' sections
     from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import load_config
 

@@ -176,4 +176,4 @@ def test_the_build_stage_wheel_holds_the_whole_package(tmp_path: Path) -> None:
     assert expected <= names, sorted(expected - names)[:10]
     (entry_file,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     entry_points = zipfile.ZipFile(wheel).read(entry_file).decode()
-    assert "agenttrail = agenttrail.evaluators.entry:main" in entry_points
+    assert "agenttrail = agenttrail.evaluators.cli.entry:main" in entry_points

@@ -97,7 +97,7 @@ def test_sidecar_containers_are_probed_sized_and_keep_their_spool() -> None:
 
 
 def test_the_configmap_config_loads(tmp_path: Path) -> None:
-    import agenttrail.evaluators.cli  # noqa: F401  the evaluators' sections
+    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluators' sections
     from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import load_config
 

@@ -18,7 +18,7 @@ from .tools import DEPLOY
 
 
 def all_migrations() -> list[Any]:
-    import agenttrail.evaluators.cli  # noqa: F401  registers the evaluators' migrations
+    import agenttrail.evaluators.cli.main  # noqa: F401  registers the evaluators' migrations
     from agenttrail.collector.cli import SCHEMA_MIGRATIONS
 
     return list(SCHEMA_MIGRATIONS)
@@ -27,7 +27,7 @@ def all_migrations() -> list[Any]:
 def invoke_schema(*args: str) -> Any:
     from click.testing import CliRunner
 
-    from agenttrail.evaluators.cli import cli
+    from agenttrail.evaluators.cli.main import cli
 
     return CliRunner().invoke(cli, ["schema", *args])
 

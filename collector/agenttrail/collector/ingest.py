@@ -127,6 +127,9 @@ class IngestPipeline:
         self._first_pending_at = 0.0
         self._in_flight_rows = 0  # taken by the writer, not yet stored
         self._stopping = False
+        # Past this (monotonic) time a stopping writer takes no new batch: what is left stays
+        # spooled for the next start, so stop() ends within its timeout even under overload.
+        self._stop_taking_at = 0.0
         self._store_down = False
         self._store_error = ""
         self._refusing = ""  # the store refuses the segment being stored: why
@@ -291,9 +294,15 @@ class IngestPipeline:
         return True
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Store what is queued (within the timeout), then stop; the rest stays spooled."""
+        """Store what is queued (within the timeout), then stop; the rest stays spooled.
+
+        New batches are taken for the first half of the timeout only, so the batch in hand
+        has the second half to finish: a writer far behind stops on time instead of being
+        abandoned mid-insert.
+        """
         with self._cond:
             self._stopping = True
+            self._stop_taking_at = time.monotonic() + timeout_s / 2
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout_s)
@@ -309,6 +318,8 @@ class IngestPipeline:
     def _take_batch(self) -> tuple[Path | None, DecodedBatch | None] | None:
         with self._cond:
             while True:
+                if self._stopping and time.monotonic() >= self._stop_taking_at:
+                    return None  # the rest stays spooled; replay() stores it at the next start
                 if self._sealed:
                     sealed, combined = self._sealed.popleft()
                     self._in_flight_rows = combined.accepted

@@ -9,7 +9,7 @@ import pytest
 
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
 from .webhook_server import WebhookServer
 

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from click.testing import CliRunner, Result
 
-from agenttrail.evaluators.cli import cli
+from agenttrail.evaluators.cli.main import cli
 from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
 
 from .data import insert_runs

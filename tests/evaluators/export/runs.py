@@ -12,8 +12,8 @@ import yaml
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
 from prometheus_client.parser import text_string_to_metric_families
 
-from agenttrail.evaluators.reference_store import store_reference_set
-from agenttrail.evaluators.references import parse_reference_set
+from agenttrail.evaluators.scoring.reference_store import store_reference_set
+from agenttrail.evaluators.scoring.references import parse_reference_set
 
 REFERENCES = {"refund": {"reference_trajectory": [{"tool_name": "lookup"}, {"tool_name": "refund"}]}}
 

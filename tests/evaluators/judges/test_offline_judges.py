@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner, Result
 from llm_server import LlmServer, Reply
 
-from agenttrail.evaluators.cli_offline import evaluate_command
-from agenttrail.evaluators.datasets import load_dataset
+from agenttrail.evaluators.cli.offline import evaluate_command
 from agenttrail.evaluators.judges import JudgeSettings, OpenAIJudgeClient, TaskCompletionJudge
-from agenttrail.evaluators.offline import evaluate_rows
+from agenttrail.evaluators.offline.datasets import load_dataset
+from agenttrail.evaluators.offline.evaluate import evaluate_rows
 
 Serve = Callable[..., LlmServer]
 SEARCH = {"name": "search", "args": {"q": "paris weather"}}

@@ -24,12 +24,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.timeout(900)  # the demo fill and serve's start on a loaded 2-core machine
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.entry import main; main()"]
+AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 TOKEN = "mcp-test-token"
 DEMO = """
-import agenttrail.evaluators.cli
+import agenttrail.evaluators.cli.main
 from agenttrail.collector.cli import build_sidecar
-from agenttrail.evaluators.demo import run_demo
+from agenttrail.evaluators.demo.run import run_demo
 run_demo(runs=120, seed=7, keep={store!r}, serve=False, build=build_sidecar, report=None)
 """
 _T = TypeVar("_T")

@@ -20,7 +20,7 @@ from agenttrail.evaluators.metrics import (
     parse_trajectory,
     tool_correctness,
 )
-from agenttrail.evaluators.worker import predicted_calls
+from agenttrail.evaluators.scoring.worker import predicted_calls
 
 from .strategies import INPUTS, MODES, REFERENCE_INPUTS, trajectories
 

@@ -9,7 +9,7 @@ from typing import Any
 from otlp_builders import new_span_id, new_trace_id
 from trajectory_rows import agent_run, deleted_row, insert_trajectories, run_row
 
-from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 
 @dataclass

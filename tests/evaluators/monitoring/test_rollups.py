@@ -29,14 +29,14 @@ from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.cli.read import READ_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
-from agenttrail.evaluators.deleted_runs import delete_scores_of_deleted_runs
 from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
-from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
+from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 from .synthetic import Run, score_rows, store_runs, trajectory_row
 

@@ -15,9 +15,9 @@ from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
-from agenttrail.evaluators.cli_read import READ_MIGRATIONS
+from agenttrail.evaluators.cli.read import READ_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
-from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 from .synthetic import Run, score_rows, store_runs, trajectory_row
 

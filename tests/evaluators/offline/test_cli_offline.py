@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from agenttrail.evaluators.cli_offline import evaluate_command
-from agenttrail.evaluators.datasets import load_dataset
-from agenttrail.evaluators.offline import evaluate_rows
+from agenttrail.evaluators.cli.offline import evaluate_command
+from agenttrail.evaluators.offline.datasets import load_dataset
+from agenttrail.evaluators.offline.evaluate import evaluate_rows
 
 SEARCH = {"tool_name": "search", "tool_input": {"q": "x"}}
 FETCH = {"tool_name": "fetch", "tool_input": {"url": "u"}}

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agenttrail.evaluators.datasets import DatasetError, DatasetRow, RowError, load_dataset, parse_row
 from agenttrail.evaluators.metrics import ABSENT, ToolCall
+from agenttrail.evaluators.offline.datasets import DatasetError, DatasetRow, RowError, load_dataset, parse_row
 
 SEARCH = {"tool_name": "search", "tool_input": {"q": "x"}}
 FETCH = {"tool_name": "fetch", "tool_input": {"url": "u"}}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agenttrail.evaluators.datasets import DatasetRow, RowError, parse_row
-from agenttrail.evaluators.offline import DEFAULT_METRICS, EvaluationReport, evaluate_rows
+from agenttrail.evaluators.offline.datasets import DatasetRow, RowError, parse_row
+from agenttrail.evaluators.offline.evaluate import DEFAULT_METRICS, EvaluationReport, evaluate_rows
 
 A = {"name": "search", "args": {"q": "x"}}
 B = {"name": "fetch", "args": {"url": "u"}}

@@ -11,10 +11,10 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
-from agenttrail.evaluators.datasets import DatasetRow, RowError, parse_row
 from agenttrail.evaluators.metrics import ABSENT, ToolCall
-from agenttrail.evaluators.offline import evaluate_rows
-from agenttrail.evaluators.runnable import (
+from agenttrail.evaluators.offline.datasets import DatasetRow, RowError, parse_row
+from agenttrail.evaluators.offline.evaluate import evaluate_rows
+from agenttrail.evaluators.offline.runnable import (
     AgentLoadError,
     attribute_text,
     load_agent,
@@ -62,7 +62,7 @@ def test_async_agent() -> None:
 
 def test_failing_agent_is_a_failure_not_a_crash(caplog: pytest.LogCaptureFixture) -> None:
     """An agent that raises makes that row failure=1 with no response; the other rows still run."""
-    with caplog.at_level(logging.WARNING, logger="agenttrail.evaluators.runnable"):
+    with caplog.at_level(logging.WARNING, logger="agenttrail.evaluators.offline.runnable"):
         first, failed, last = ran(run_agent_over_dataset(f"{MODULE}:run", prompts("x", "boom", "y")))
     assert (failed.failure, failed.response, failed.predicted) == (True, None, [])
     assert failed.latency_s is not None

@@ -39,7 +39,7 @@ def llm() -> Iterator[LlmServer]:
 def judges_store(store: Any) -> Any:
     """The test's store with every evaluator migration (scores, decisions, judge columns)."""
     from agenttrail.collector.schema import migrate
-    from agenttrail.evaluators.cli import ALL_MIGRATIONS
+    from agenttrail.evaluators.cli.main import ALL_MIGRATIONS
 
     migrate(store, ALL_MIGRATIONS)
     return store
@@ -105,11 +105,11 @@ def decisions_of() -> Callable[[Any, str], dict[str, tuple[str, str]]]:
 def make_judge(llm: LlmServer) -> Callable[..., Any]:
     """A real judge on the local model server, built from a config item as the sidecar builds it:
     make_judge("helpful", sample_rate=0.5, agents=["bot"], ...)."""
-    from agenttrail.evaluators.judge_config import JudgesConfig
-    from agenttrail.evaluators.judge_setup import build_online_judge
     from agenttrail.evaluators.judges.budget import BudgetTracker
     from agenttrail.evaluators.judges.client import OpenAIJudgeClient
+    from agenttrail.evaluators.judges.config import JudgesConfig
     from agenttrail.evaluators.judges.registry import ClientPool
+    from agenttrail.evaluators.judges.setup import build_online_judge
 
     def make(
         name: str,

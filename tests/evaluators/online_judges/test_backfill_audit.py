@@ -7,9 +7,9 @@ from typing import Any
 from llm_server import Reply
 
 from agenttrail.collector.queries import TrajectoryFilter, parse_time
-from agenttrail.evaluators.audit import AuditSubject, audit_run
-from agenttrail.evaluators.backfill import backfill
-from agenttrail.evaluators.judge_worker import JudgeWorker
+from agenttrail.evaluators.admin.backfill import backfill
+from agenttrail.evaluators.judges.worker import JudgeWorker
+from agenttrail.evaluators.scoring.audit import AuditSubject, audit_run
 
 WEEK = 7 * 86400
 

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from llm_server import LlmServer, Reply
 
-from agenttrail.evaluators.judge_config import JudgesConfig
-from agenttrail.evaluators.judge_setup import build_online_judges
-from agenttrail.evaluators.judge_worker import JudgeWorker
-from agenttrail.evaluators.reference_store import store_reference_set
-from agenttrail.evaluators.references import parse_reference_set
-from agenttrail.evaluators.scores import ScoreFilter, query_scores
+from agenttrail.evaluators.judges.config import JudgesConfig
+from agenttrail.evaluators.judges.setup import build_online_judges
+from agenttrail.evaluators.judges.worker import JudgeWorker
+from agenttrail.evaluators.scoring.reference_store import store_reference_set
+from agenttrail.evaluators.scoring.references import parse_reference_set
+from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
 
 TOOLS = [{"name": "lookup", "description": "Find an order", "parameters": None}]
 

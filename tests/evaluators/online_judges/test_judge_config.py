@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from agenttrail.collector.config import load_config
 from agenttrail.collector.errors import ConfigError
-from agenttrail.evaluators.judge_config import JudgesConfig, JudgeSpec
-from agenttrail.evaluators.judge_setup import build_online_judges
-from agenttrail.evaluators.worker import sample_fraction
+from agenttrail.evaluators.judges.config import JudgesConfig, JudgeSpec
+from agenttrail.evaluators.judges.setup import build_online_judges
+from agenttrail.evaluators.scoring.worker import sample_fraction
 
 SHIPPED = Path(__file__).parents[3] / "deploy" / "agenttrail.yaml"
 
@@ -126,7 +126,7 @@ def test_sampling_is_monotonic_in_the_rate(trace_id: str, low: float, high: floa
 def test_the_readme_judges_example_builds() -> None:
     """The judges block in README's judge section loads and builds as shown (session idle time,
     tool correctness parameters, a response judge, a saved criteria set)."""
-    from agenttrail.evaluators.criteria.judge import bind_store
+    from agenttrail.evaluators.judges.criteria.judge import bind_store
 
     readme = (Path(__file__).parents[3] / "README.md").read_text()
     block = readme.split("```yaml\njudges:\n", 1)[1].split("```", 1)[0]

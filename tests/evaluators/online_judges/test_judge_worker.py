@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from llm_server import Reply
 
-from agenttrail.evaluators.judge_worker import JudgeWorker
-from agenttrail.evaluators.scores import ScoreFilter, query_scores
-from agenttrail.evaluators.worker import sample_fraction
+from agenttrail.evaluators.judges.worker import JudgeWorker
+from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
+from agenttrail.evaluators.scoring.worker import sample_fraction
 
 
 def drain(worker: JudgeWorker, rounds: int = 50) -> None:
@@ -110,7 +110,7 @@ def test_budget_pauses_the_judge_and_resumes(
     traces = add_runs(6)
     judge = make_judge("thrifty", token_budget=600, clock=clock, concurrency=1)  # 4 calls of 150 tokens
     worker = JudgeWorker(judges_store.clone, [judge], clock=clock)
-    with caplog.at_level(logging.WARNING, logger="agenttrail.evaluators.judge_worker"):
+    with caplog.at_level(logging.WARNING, logger="agenttrail.evaluators.judges.worker"):
         assert worker.run_once() == 4
         assert worker.run_once() == 0
         assert worker.run_once() == 0

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from agenttrail.evaluators.judge_worker import JudgeWorker
+from agenttrail.evaluators.judges.worker import JudgeWorker
 
 
 def session_rows(store: Any) -> dict[str, tuple[int, dict[str, Any]]]:

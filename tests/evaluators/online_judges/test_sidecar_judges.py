@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
 
-from agenttrail.evaluators.cli import cli
+from agenttrail.evaluators.cli.main import cli
 
 
 def send_run(sidecar: Any, agent: str = "bot") -> str:
@@ -272,7 +272,7 @@ def test_judges_reload_without_serve_checks_the_file(
     assert "judge 'helpful': key 'failure' must be one of" in refused.output
 
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.entry import main; main()"]
+AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from trajectory_rows import agent_run, store_runs
 from agenttrail.collector.trajectory import AgentRun
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS, MONITORING_MIGRATIONS
-from agenttrail.evaluators.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 HOURS = 6
 # drift_events and alert_history, as the sidecar creates them

@@ -18,7 +18,7 @@ from agenttrail.collector.cli import cli
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import parse_bucket
-from agenttrail.evaluators.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
 from .seed import HOURS, MONITORING_TABLES, seed_drift_and_alerts, seed_runs
 
@@ -34,7 +34,7 @@ def seeded(store: Any) -> dict[str, Any]:
 
 
 def run_report(*args: str) -> Result:
-    import agenttrail.evaluators.cli  # noqa: F401  the full command set, as `agenttrail` has it
+    import agenttrail.evaluators.cli.main  # noqa: F401  the full command set, as `agenttrail` has it
 
     return CliRunner().invoke(cli, ["report", *args], catch_exceptions=False)
 

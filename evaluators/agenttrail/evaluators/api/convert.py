@@ -18,7 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.evaluators.api.errors import InvalidArgument
 from agenttrail.evaluators.metrics import ABSENT, ToolCall
-from agenttrail.evaluators.references import ReferenceEntry, ReferenceSetError
+from agenttrail.evaluators.scoring.references import ReferenceEntry, ReferenceSetError
 
 _STATUS = {"ok": pb.TOOL_CALL_STATUS_OK, "error": pb.TOOL_CALL_STATUS_ERROR}
 # Where a reference entry's field lives in the API's Reference message.

@@ -19,8 +19,6 @@ from typing import Any
 
 from agenttrail.collector.config import read_config_document
 from agenttrail.collector.errors import ConfigError
-from agenttrail.evaluators.judge_config import JudgesConfig
-from agenttrail.evaluators.judge_setup import build_online_judge
 from agenttrail.evaluators.judges import (
     ClientPool,
     Judge,
@@ -30,6 +28,8 @@ from agenttrail.evaluators.judges import (
     JudgeSettings,
     build_judge,
 )
+from agenttrail.evaluators.judges.config import JudgesConfig
+from agenttrail.evaluators.judges.setup import build_online_judge
 
 INLINE_KEYS = frozenset({"name", "type", "options"})
 

@@ -35,10 +35,10 @@ from agenttrail.evaluators.api.convert import (
 )
 from agenttrail.evaluators.api.errors import ApiError, Busy, InvalidArgument, NotFound
 from agenttrail.evaluators.api.score_pages import MAX_PAGE_SIZE, ScoreQuery, query_page
-from agenttrail.evaluators.combined import TOOL_CORRECTNESS, response_judges, selection_judges
 from agenttrail.evaluators.judges.base import Judge, JudgeInput, JudgeResult
+from agenttrail.evaluators.judges.combined import TOOL_CORRECTNESS, response_judges, selection_judges
 from agenttrail.evaluators.metrics import ConfiguredMetric, compute_metrics, parse_metric
-from agenttrail.evaluators.offline import (
+from agenttrail.evaluators.offline.evaluate import (
     Combine,
     InstanceResult,
     call_mapping,
@@ -47,9 +47,9 @@ from agenttrail.evaluators.offline import (
     parse_metric_specs,
     run_judges,
 )
-from agenttrail.evaluators.reference_store import latest_references
-from agenttrail.evaluators.references import ReferenceEntry
-from agenttrail.evaluators.worker import EVALUATOR, EvaluatorConfig, metric_label, predicted_calls
+from agenttrail.evaluators.scoring.reference_store import latest_references
+from agenttrail.evaluators.scoring.references import ReferenceEntry
+from agenttrail.evaluators.scoring.worker import EVALUATOR, EvaluatorConfig, metric_label, predicted_calls
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from agenttrail.evaluators.metrics import ABSENT, ToolCall
 from agenttrail.evaluators.metrics.matching import Matcher, call_matcher
-from agenttrail.evaluators.references import ReferenceEntry
+from agenttrail.evaluators.scoring.references import ReferenceEntry
 
 KINDS = ("matched", "out_of_order", "wrong_arguments", "extra", "missing")
 

@@ -33,7 +33,6 @@ from starlette.templating import Jinja2Templates
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.audit import AuditSubject
 from agenttrail.evaluators.console import charts
 from agenttrail.evaluators.console.compare import compare_versions
 from agenttrail.evaluators.console.drift_examples import example_runs
@@ -50,8 +49,9 @@ from agenttrail.evaluators.console.run_page import pretty_json, trace_page
 from agenttrail.evaluators.console.runs import RunsFilter, filter_choices, list_runs, score_badges
 from agenttrail.evaluators.monitoring.alerts.config import AlertRule, describe_rule
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
-from agenttrail.evaluators.reference_store import latest_references
-from agenttrail.evaluators.worker import EvaluatorConfig
+from agenttrail.evaluators.scoring.audit import AuditSubject
+from agenttrail.evaluators.scoring.reference_store import latest_references
+from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 HERE = Path(__file__).parent
 COOKIE = "agenttrail_console"

@@ -7,12 +7,12 @@ from typing import Any
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.console.runs import RunsFilter, list_runs
-from agenttrail.evaluators.judge_config import JudgesConfig
-from agenttrail.evaluators.judge_setup import audit_subjects
-from agenttrail.evaluators.judge_worker import JudgeWorker
+from agenttrail.evaluators.judges.config import JudgesConfig
+from agenttrail.evaluators.judges.setup import audit_subjects
+from agenttrail.evaluators.judges.worker import JudgeWorker
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.route_store import lazy_store
-from agenttrail.evaluators.worker import EvaluatorConfig, EvaluatorWorker
+from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
 
 PREFIX = "/console"
 

@@ -17,13 +17,13 @@ from typing import Any
 import yaml
 
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.reference_store import (
+from agenttrail.evaluators.scoring.reference_store import (
     LoadResult,
     StoredReference,
     latest_references,
     store_reference_set,
 )
-from agenttrail.evaluators.references import ReferenceSetError, parse_reference_set
+from agenttrail.evaluators.scoring.references import ReferenceSetError, parse_reference_set
 
 _VERSIONS = """
 SELECT Version, Entry, ContentHash, Source, toUnixTimestamp64Milli(LoadedAt)

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 
 from agenttrail.collector.errors import ConfigError
-from agenttrail.evaluators.criteria.judge import criteria_judge_factory
 from agenttrail.evaluators.judges.base import ChatJudgeClient, Judge
 from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
+from agenttrail.evaluators.judges.criteria.judge import criteria_judge_factory
 from agenttrail.evaluators.judges.rubric import RubricJudge, final_response_judge
 from agenttrail.evaluators.judges.task_completion import TaskCompletionJudge
 from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge

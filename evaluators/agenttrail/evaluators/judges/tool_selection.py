@@ -15,7 +15,7 @@ both are missing; without available tools the judge is not called and tool corre
 deterministic score alone. ``false`` turns them off. If the judge call fails, tool correctness
 is an error too (a min with an unknown value is unknown). Offline, a ``tool_correctness``
 metric asked for beside the judge takes the min itself, with the metric's parameters
-(`agenttrail.evaluators.combined`).
+(`agenttrail.evaluators.judges.combined`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from agenttrail.evaluators.judges.prompt_judge import (
 )
 from agenttrail.evaluators.metrics.calls import ABSENT, ToolCall
 from agenttrail.evaluators.metrics.correctness import tool_correctness
-from agenttrail.evaluators.worker import predicted_calls
+from agenttrail.evaluators.scoring.worker import predicted_calls
 
 _INSTRUCTIONS = """You are an expert evaluator of how AI agents choose tools. Given the user input, \
 the tools that were available to the agent (names, descriptions, parameter schemas) and the tools \

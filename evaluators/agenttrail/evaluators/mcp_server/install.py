@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.mcp_server.http import PREFIX, McpHttpApp
-from agenttrail.evaluators.worker import EvaluatorConfig
+from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

@@ -7,8 +7,8 @@ ReplacingMergeTree tables read with FINAL, as the base tables were (on 1M runs F
 case FINAL does not cover is a run scored by two evaluator versions (the metric set changed and
 the new version re-scored recent runs): only those metrics take the per-run argMax path, found
 by a cheap query first. Scores are not joined to runs (that join costs another 3-5x): the
-evaluator deletes the scores of runs that re-assembly deleted instead (deleted_runs.py), within
-seconds.
+evaluator deletes the scores of runs that re-assembly deleted instead (scoring/deleted_runs.py),
+within seconds.
 
 `BASE_TABLES` is the same SQL over `trajectories` and `scores` themselves, which the rollups'
 equivalence tests compare against.

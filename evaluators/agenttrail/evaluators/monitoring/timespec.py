@@ -9,6 +9,7 @@ CLI option or query parameter as whole seconds within bounds and raises QueryErr
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 from agenttrail.collector.queries import QueryError
@@ -60,3 +61,10 @@ def format_duration(seconds: float) -> str:
         if amount:
             parts.append(f"{amount}{unit}")
     return "".join(parts) or "0s"
+
+
+def iso(seconds: float | None) -> str | None:
+    """Unix seconds as ISO 8601 UTC with milliseconds (`2026-11-26T19:00:00.000Z`); None stays None."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

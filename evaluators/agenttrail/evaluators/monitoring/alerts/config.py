@@ -34,6 +34,7 @@ from urllib.parse import quote
 import yaml
 
 from agenttrail.collector.errors import ConfigError
+from agenttrail.evaluators.monitoring.alerts.channels import CHANNEL_TYPES
 from agenttrail.evaluators.monitoring.alerts.conditions import (
     GROUP_COLUMNS,
     KINDS,
@@ -46,7 +47,6 @@ from agenttrail.evaluators.monitoring.alerts.parsing import parse_bool, parse_co
 from agenttrail.evaluators.monitoring.timespec import format_duration, parse_duration
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-CHANNEL_TYPES = ("webhook", "slack", "alertmanager", "log")
 LOG_LEVELS = ("info", "warning", "error", "critical")
 _RULE_KEYS = (
     "name",
@@ -64,12 +64,6 @@ _RULE_KEYS = (
     "send_resolved",
 )
 _SETTINGS_KEYS = ("rules", "channels", "evaluation_interval", "external_url", "queue_size")
-_CHANNEL_KEYS = {
-    "webhook": ("url", "headers"),
-    "slack": ("url",),
-    "alertmanager": ("url", "headers", "resend_interval"),
-    "log": ("level",),
-}
 _COMMON_CHANNEL_KEYS = ("type", "timeout", "max_attempts", "backoff", "max_backoff")
 
 
@@ -78,7 +72,7 @@ class ChannelConfig:
     """Where notifications go, and how hard to try."""
 
     name: str
-    type: str  # one of CHANNEL_TYPES
+    type: str  # a key of channels.CHANNEL_TYPES
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 5.0  # per attempt
@@ -270,11 +264,12 @@ def _channel(name: str, spec: Any, where: _Where) -> ChannelConfig:
     if not isinstance(spec, dict):
         raise ConfigError(f"{where.source}: {where.path} must be a mapping with a `type`")
     kind = spec.get("type")
-    if kind not in CHANNEL_TYPES:
+    channel_type = CHANNEL_TYPES.get(kind) if isinstance(kind, str) else None
+    if channel_type is None:
         raise where.error("type", f"{kind!r} is not a channel type; use one of {', '.join(CHANNEL_TYPES)}")
-    where.mapping(spec, _COMMON_CHANNEL_KEYS + _CHANNEL_KEYS[kind])
+    where.mapping(spec, _COMMON_CHANNEL_KEYS + channel_type.keys)
     values: dict[str, Any] = {}
-    if kind != "log":
+    if channel_type.needs_url:
         if "url" not in spec:
             raise where.error("url", f"required for a {kind} channel")
         url = where.parse(spec, "url", parse_text)
@@ -297,7 +292,7 @@ def _channel(name: str, spec: Any, where: _Where) -> ChannelConfig:
             values[attribute] = where.parse(spec, key, parse_duration, positive=True)
     if "max_attempts" in spec:
         values["max_attempts"] = where.parse(spec, "max_attempts", parse_count)
-    return ChannelConfig(name=name, type=kind, **values)
+    return ChannelConfig(name=name, type=channel_type.name, **values)
 
 
 def _rule(spec: Any, index: int, channels: Mapping[str, ChannelConfig], parent: _Where) -> AlertRule:

@@ -13,76 +13,20 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agenttrail.collector.background import BackgroundLoop
+from agenttrail.evaluators.monitoring.alerts.channels import DeliveryError, send
 from agenttrail.evaluators.monitoring.alerts.config import ChannelConfig
 from agenttrail.evaluators.monitoring.alerts.history import HistoryEvent, Recorder
 from agenttrail.evaluators.monitoring.alerts.machine import AlertInstance
-from agenttrail.evaluators.monitoring.alerts.notify import (
-    Notification,
-    alertmanager_payload,
-    log_line,
-    slack_payload,
-    webhook_payload,
-)
+from agenttrail.evaluators.monitoring.alerts.notify import Notification
 
 log = logging.getLogger(__name__)
-
-
-class DeliveryError(Exception):
-    """One attempt failed; `retry` says whether another attempt can help (not for a 4xx)."""
-
-    def __init__(self, message: str, *, retry: bool = True) -> None:
-        super().__init__(message)
-        self.retry = retry
-
-
-def post_json(url: str, payload: object, headers: Mapping[str, str], timeout_s: float) -> None:
-    """POST JSON; a non-2xx answer or a network error raises DeliveryError."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(payload, ensure_ascii=False).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "agenttrail-alerts", **headers},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            response.read()
-    except urllib.error.HTTPError as exc:
-        body = exc.read()[:200].decode(errors="replace")
-        retry = exc.code >= 500 or exc.code in (408, 429)
-        raise DeliveryError(f"HTTP {exc.code} from {url}: {body}".strip(), retry=retry) from exc
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DeliveryError(f"cannot reach {url}: {reason}") from exc
-
-
-def send(channel: ChannelConfig, notification: Notification) -> None:
-    """One attempt to deliver `notification` on `channel`, in that channel's format."""
-    if channel.type == "log":
-        level = logging.getLevelNamesMapping()[channel.level.upper()]
-        if notification.status == "resolved":
-            level = logging.INFO
-        log.log(level, "%s", log_line(notification))
-        return
-    if channel.type == "slack":
-        post_json(channel.url, slack_payload(notification), {}, channel.timeout_s)
-    elif channel.type == "alertmanager":
-        url = channel.url.rstrip("/")
-        if not url.endswith("/api/v2/alerts"):
-            url += "/api/v2/alerts"
-        payload = alertmanager_payload(notification, channel.resend_interval_s)
-        post_json(url, payload, channel.headers, channel.timeout_s)
-    else:
-        post_json(channel.url, webhook_payload(notification), channel.headers, channel.timeout_s)
 
 
 @dataclass(order=True, slots=True)

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.errors import StoreError
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.alerts.channels import CHANNEL_TYPES, send
 from agenttrail.evaluators.monitoring.alerts.config import (
     AlertRule,
     AlertsConfig,
     ChannelConfig,
     describe_rule,
 )
-from agenttrail.evaluators.monitoring.alerts.delivery import Dispatcher, send
+from agenttrail.evaluators.monitoring.alerts.delivery import Dispatcher
 from agenttrail.evaluators.monitoring.alerts.history import (
     STATE_COLUMNS,
     HistoryEvent,
@@ -191,7 +192,7 @@ class AlertEvaluator(BackgroundLoop):
             for name in rule.channels:
                 channel = self.config.channels[name]
                 key = (alert.fingerprint, name)
-                if channel.type == "alertmanager" and now - self._refreshed.get(key, 0.0) >= (
+                if CHANNEL_TYPES[channel.type].resends_firing and now - self._refreshed.get(key, 0.0) >= (
                     channel.resend_interval_s
                 ):
                     self._refreshed[key] = now

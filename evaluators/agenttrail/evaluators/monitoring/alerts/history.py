@@ -13,13 +13,14 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from agenttrail.collector.errors import StoreError
 from agenttrail.collector.queries import QueryError, parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.machine import AlertInstance, Change, State
+from agenttrail.evaluators.monitoring.timespec import iso
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +66,6 @@ def _stamp(seconds: float | None) -> str | None:
 def _finite(value: float | None) -> float | None:
     """NaN and infinities do not survive JSON: store them as NULL."""
     return value if value is not None and abs(value) != float("inf") and value == value else None
-
-
-def iso(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def state_row(alert: AlertInstance) -> tuple[Any, ...]:

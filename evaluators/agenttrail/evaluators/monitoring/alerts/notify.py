@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agenttrail.evaluators.monitoring.alerts.history import iso
+from agenttrail.evaluators.monitoring.timespec import iso
 
 
 @dataclass(frozen=True, slots=True)

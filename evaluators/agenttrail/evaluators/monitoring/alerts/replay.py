@@ -15,9 +15,8 @@ from typing import Any
 from agenttrail.collector.queries import QueryError, parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.config import AlertRule, AlertsConfig
-from agenttrail.evaluators.monitoring.alerts.history import iso
 from agenttrail.evaluators.monitoring.alerts.machine import AlertBook
-from agenttrail.evaluators.monitoring.timespec import parse_duration
+from agenttrail.evaluators.monitoring.timespec import iso, parse_duration
 
 MAX_STEPS = 10_000
 

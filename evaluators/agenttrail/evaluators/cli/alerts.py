@@ -1,0 +1,200 @@
+"""`agenttrail alerts`: active and past alerts, their history, and `alerts test RULE` (a replay).
+
+Importing this module registers the command group on `cli`. While `serve` holds the embedded
+store, every subcommand asks the sidecar's read API (`/api/v1/alerts`, `/history`, `/test`);
+`alerts test` then replays the rule as the sidecar has it configured.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from agenttrail.collector.cli import cli, cli_error, emit_rows, store_options
+from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.queries import parse_time
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, usage_errors
+from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
+from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
+from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
+
+
+def _filter(show_all: bool, since: str | None, rule: str | None, limit: int) -> AlertFilter:
+    with usage_errors("--since"):
+        return AlertFilter(show_all, parse_time(since) if since else None, rule, None, limit)
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in labels.items()) or "-"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+@cli.group(invoke_without_command=True)
+@store_options
+@click.option("--all", "show_all", is_flag=True, help="Also resolved alerts, not only pending and firing.")
+@click.option("--since", help="Only alerts updated since: ISO 8601 or a duration back from now (2h, 7d).")
+@click.option("--rule", help="Only this rule.")
+@click.option("--limit", default=200, show_default=True, type=click.IntRange(min=1))
+@format_option
+@server_option
+@click.pass_context
+def alerts(
+    ctx: click.Context,
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    show_all: bool,
+    since: str | None,
+    rule: str | None,
+    limit: int,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Pending and firing alerts (with --all, resolved ones too): state, since, value, rule, group."""
+    if ctx.invoked_subcommand is not None:
+        return
+    where = _filter(show_all, since, rule, limit)
+    rows = read_rows(
+        store,
+        database,
+        config_file,
+        server,
+        "/api/v1/alerts",
+        where.to_params(),
+        lambda source: query_alerts(source, where),
+    )
+    emit_rows(
+        rows,
+        output_format,
+        empty="no alerts" + ("" if show_all else " pending or firing (--all shows resolved ones)"),
+        headers=["state", "since", "value", "threshold", "rule", "severity", "group", "summary"],
+        cells=lambda row: (
+            row["state"],
+            (row["since"] or "")[:19],
+            _number(row["value"]),
+            _number(row["threshold"]),
+            row["rule"],
+            row["severity"],
+            _labels(row["labels"]),
+            row["annotations"].get("summary", ""),
+        ),
+    )
+
+
+@alerts.command("history")
+@store_options
+@click.option("--since", help="Only events since: ISO 8601 or a duration back from now (2h, 7d).")
+@click.option("--rule", help="Only this rule.")
+@click.option("--limit", default=200, show_default=True, type=click.IntRange(min=1))
+@format_option
+@server_option
+def alerts_history(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str | None,
+    rule: str | None,
+    limit: int,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Transitions, notifications and every delivery attempt with its outcome, newest first."""
+    where = _filter(True, since, rule, limit)
+    rows = read_rows(
+        store,
+        database,
+        config_file,
+        server,
+        "/api/v1/alerts/history",
+        where.to_params(),
+        lambda source: query_history(source, where),
+    )
+    emit_rows(
+        rows,
+        output_format,
+        empty="no alert history",
+        headers=["at", "rule", "group", "event", "change", "channel", "outcome", "try", "error"],
+        cells=lambda row: (
+            row["at"][:23],
+            row["rule"],
+            _labels(row["labels"]),
+            row["event"],
+            f"{row['from']} -> {row['to']}" if row["event"] == "transition" else row["notification"],
+            row["channel"],
+            row["delivery"],
+            row["attempt"] or "",
+            row["error"][:60],
+        ),
+    )
+
+
+@alerts.command("test")
+@click.argument("rule")
+@store_options
+@click.option("--since", default="24h", show_default=True, help="Replay from: ISO 8601 or a duration back.")
+@click.option("--until", help="Replay until (default now), same forms as --since.")
+@click.option("--step", default="1m", show_default=True, help="Evaluate the rule every STEP (30s, 1m, 5m).")
+@format_option
+@server_option
+def alerts_test(
+    rule: str,
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str,
+    until: str | None,
+    step: str,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Replay RULE over past data: when it would have gone pending, firing and resolved (nothing is sent)."""
+    params = {"rule": rule, "since": since, "step": step}
+    if until:
+        params["until"] = until
+    with usage_errors():
+        window = ReplayWindow.from_params(params, time.time())
+    try:
+        alerts_config = AlertsConfig.from_file(config_file)
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+
+    def local(source: Store) -> list[dict[str, Any]]:
+        try:
+            chosen = alerts_config.rule(rule)
+        except AgentTrailError as exc:  # a RULE that names no configured rule: a usage error
+            raise click.BadParameter(str(exc), param_hint="RULE") from exc
+        return replay(source, chosen, window)
+
+    events = read_rows(store, database, config_file, server, "/api/v1/alerts/test", params, local)
+    emit_rows(
+        events,
+        output_format,
+        empty=f"rule {rule} would not have changed state between {since} ago and now",
+        headers=["at", "group", "transition", "value", "threshold", "notify", "detail"],
+        cells=lambda event: (
+            event["at"][:19],
+            _labels(event["labels"]),
+            f"{event['from']} -> {event['to']}",
+            _number(event["value"]),
+            _number(event["threshold"]),
+            event["notify"] or "-",
+            event["detail"],
+        ),
+    )
+    if output_format == "table":
+        fired = sum(1 for event in events if event["to"] == "firing" and event["from"] != "firing")
+        groups = len({event["fingerprint"] for event in events})
+        click.echo(
+            f"rule {rule} would have fired {fired} time(s) in {groups} group(s); "
+            "replayed without notifying anyone",
+            err=True,
+        )
+
+
+__all__ = ["alerts"]

@@ -1,0 +1,377 @@
+"""The full `agenttrail` command: the collector's commands plus the evaluators'.
+
+Lives here because evaluators sit at the top of the dependency chain (evaluators may import
+the collector, never the reverse). Importing this module also installs the evaluator worker
+and the scores API into every sidecar that `serve` builds.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agenttrail.collector.cli import (
+    SCHEMA_MIGRATIONS,
+    SIDECAR_EXTENSIONS,
+    BadInput,
+    LazyGroup,
+    SidecarApi,
+    build_sidecar,
+    cli,
+    cli_error,
+    config_from,
+    emit_rows,
+    read_rows,
+    read_via,
+    resolve_trace_id,
+    run_filter,
+    run_filter_options,
+    store_options,
+)
+from agenttrail.collector.config import EXTENSION_SECTIONS
+from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.judges.criteria.sets import CRITERIA_MIGRATIONS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
+
+if TYPE_CHECKING:
+    from agenttrail.collector.sidecar import Sidecar
+
+ALL_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS)
+
+
+def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
+    """Add the evaluator's tables, worker and read API to a sidecar before it starts."""
+    from agenttrail.evaluators.admin.api import install_admin
+    from agenttrail.evaluators.api import install_api
+    from agenttrail.evaluators.judges import ClientPool
+    from agenttrail.evaluators.judges.setup import install_judges
+    from agenttrail.evaluators.monitoring.alerts.install import install_alerts
+    from agenttrail.evaluators.monitoring.export_install import install_export_and_report
+    from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
+    from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
+
+    config = EvaluatorConfig.from_file(config_file)
+    sidecar.migrations.extend(EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(sidecar.new_store, config)
+    sidecar.add_worker(worker)
+    read_store: list[Store] = []
+
+    def scores_route(params: dict[str, str]) -> list[dict[str, Any]]:
+        if not read_store:
+            read_store.append(sidecar.new_store())
+        return query_scores(read_store[0], ScoreFilter.from_params(params))
+
+    sidecar.add_read_route("/api/v1/scores", scores_route)
+    sidecar.on_assembled.append(worker.wake)
+    judge_clients = ClientPool()  # online and API judging share each model's budget
+    judges = install_judges(sidecar, config_file, config, judge_clients)
+    install_alerts(sidecar, config_file)
+    install_export_and_report(sidecar, config_file)
+    api_judges = install_api(sidecar, config.metrics, config_file, judge_clients)
+    judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
+    install_admin(sidecar, judges)
+
+
+def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
+    """The criteria table, saved-set judges' store and read route (agenttrail.evaluators.cli.criteria)."""
+    from agenttrail.evaluators.cli.criteria import install_criteria as install
+
+    install(sidecar, config_file)
+
+
+def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
+    """The drift table, monitor and stats/drift routes (agenttrail.evaluators.cli.monitoring)."""
+    from agenttrail.evaluators.cli.monitoring import install_monitoring as install
+
+    install(sidecar, config_file)
+
+
+def install_console(sidecar: Sidecar, config_file: str | None) -> None:
+    """The web console at /console and /api/v1/runs (agenttrail.evaluators.console.install)."""
+    from agenttrail.evaluators.console.install import install_console as install
+
+    install(sidecar, config_file)
+
+
+def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
+    """The MCP tools over streamable HTTP at /mcp/ (agenttrail.evaluators.mcp_server.install)."""
+    from agenttrail.evaluators.mcp_server.install import install_mcp as install
+
+    install(sidecar, config_file)
+
+
+# The order the command modules used to register themselves in: criteria first, so that judges
+# built by later extensions find its store binding.
+SIDECAR_EXTENSIONS.insert(0, install_criteria)
+SIDECAR_EXTENSIONS.append(install_monitoring)
+SIDECAR_EXTENSIONS.append(install_evaluator)
+SIDECAR_EXTENSIONS.append(install_console)  # after the evaluator: it finds its worker
+SIDECAR_EXTENSIONS.append(install_mcp)
+EXTENSION_SECTIONS.update(
+    ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
+)
+
+# Commands whose modules load on use; `agenttrail --help` shows these short helps (kept equal to
+# the commands' own by tests/evaluators/cli/test_cli_start.py).
+assert isinstance(cli, LazyGroup)
+LAZY_COMMANDS = {
+    "alerts": (
+        "agenttrail.evaluators.cli.alerts",
+        "Pending and firing alerts (with --all, resolved ones too): state, since, value, rule, group.",
+    ),
+    "audit": (
+        "agenttrail.evaluators.cli.judges",
+        "Every evaluator's decision on a run (the deterministic one and each configured judge).",
+    ),
+    "backfill": (
+        "agenttrail.evaluators.cli.judges",
+        "Judge past runs with a new or changed judge (its current version).",
+    ),
+    "criteria": (
+        "agenttrail.evaluators.cli.criteria",
+        "Discover evaluation criteria for an agent (AgentEval), check them, and save reviewed sets.",
+    ),
+    "drift": (
+        "agenttrail.evaluators.cli.monitoring",
+        "Compare each agent's recent window with a baseline, metric by metric, and call drift.",
+    ),
+    "evaluate": (
+        "agenttrail.evaluators.cli.offline:evaluate_command",
+        "Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows).",
+    ),
+    "judges": (
+        "agenttrail.evaluators.cli.judges",
+        "The LLM judges of the config file: list those in force, reload an edited judges section.",
+    ),
+    "mcp": (
+        "agenttrail.evaluators.cli.mcp:mcp_command",
+        "Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio.",
+    ),
+    "report": (
+        "agenttrail.evaluators.cli.report",
+        "Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with drift "
+        "points and alert periods marked, and the worst runs with their trajectories.",
+    ),
+    "stats": (
+        "agenttrail.evaluators.cli.monitoring",
+        "Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores.",
+    ),
+}
+for _name, (_target, _help) in LAZY_COMMANDS.items():
+    cli.add_lazy_command(_name, _target, _help)
+SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if m not in SCHEMA_MIGRATIONS)
+
+
+def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
+    """The store itself, for writing commands (created if missing); refuses politely while serve
+    holds an embedded store."""
+    config = config_from({"store": store, "database": database}, config_file)
+    source = read_via(config, None, create=True)
+    if isinstance(source, SidecarApi):
+        raise click.ClickException(
+            f"the store is held by a running sidecar ({source.base_url}); stop it to change references, "
+            "or point --store at a ClickHouse server that both can share"
+        )
+    try:
+        migrate(source, ALL_MIGRATIONS)
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    return source
+
+
+@cli.group()
+def references() -> None:
+    """Reference trajectories per task: load and list."""
+
+
+@references.command("load")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@store_options
+def references_load(file: str, store: str | None, database: str | None, config_file: str | None) -> None:
+    """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task.
+
+    While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references)."""
+    from agenttrail.evaluators.routes import ADMIN_PREFIX
+    from agenttrail.evaluators.scoring.reference_store import store_reference_set
+    from agenttrail.evaluators.scoring.references import ReferenceSetError, load_reference_set
+
+    try:
+        reference_set = load_reference_set(file)
+    except ReferenceSetError as exc:
+        raise BadInput(str(exc)) from exc
+    config = config_from({"store": store, "database": database}, config_file)
+    source = read_via(config, None)
+    if isinstance(source, SidecarApi):
+        entries = [reference_set.entries[task].to_json() for task in sorted(reference_set.entries)]
+        answer = source.post_json(f"{ADMIN_PREFIX}/references", {"source": file, "entries": entries})
+        counts = [len(answer.get(key, [])) for key in ("added", "updated", "unchanged")]
+    else:
+        try:
+            migrate(source, ALL_MIGRATIONS)
+            result = store_reference_set(source, reference_set, source=file)
+        except AgentTrailError as exc:
+            raise cli_error(exc) from exc
+        finally:
+            source.close()
+        counts = [len(result.added), len(result.updated), len(result.unchanged)]
+    click.echo(f"{counts[0]} added, {counts[1]} updated (new version), {counts[2]} unchanged")
+
+
+@references.command("list")
+@store_options
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
+def references_list(
+    store: str | None, database: str | None, config_file: str | None, output_format: str
+) -> None:
+    """The current reference of every task (through `serve` while it holds the store)."""
+    from agenttrail.evaluators.routes import REFERENCES_ROUTE
+
+    def local(source: Store) -> list[dict[str, Any]]:
+        from agenttrail.evaluators.admin.api import reference_rows  # Starlette: only when needed
+
+        return reference_rows(source)
+
+    config = config_from({"store": store, "database": database}, config_file)
+    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, ALL_MIGRATIONS)
+    emit_rows(
+        rows,
+        output_format,
+        empty="no references loaded (agenttrail references load FILE)",
+        headers=["task", "version", "reference trajectory", "metrics", "source"],
+        cells=lambda r: (
+            r["task"],
+            r["version"],
+            " > ".join(call["name"] for call in r["reference_trajectory"]),
+            ",".join(r["metrics"]) or "-",
+            r["source"],
+        ),
+    )
+
+
+@cli.command()
+@store_options
+@run_filter_options(default_limit=200)
+@click.option("--metric", help="Only this metric.")
+def scores(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str | None,
+    until: str | None,
+    agent: str | None,
+    task: str | None,
+    metric: str | None,
+    trace_id: str | None,
+    limit: int,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Evaluation scores per run and metric, newest runs first."""
+    from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
+
+    config = config_from({"store": store, "database": database}, config_file)
+    trace_id = resolve_trace_id(config, server, trace_id)
+    where = ScoreFilter(run_filter(since, until, agent, task, trace_id, limit), metric)
+    rows = read_rows(
+        config, server, "/api/v1/scores", where.to_params(), lambda s: query_scores(s, where), ALL_MIGRATIONS
+    )
+    emit_rows(
+        rows,
+        output_format,
+        empty="no scores match",
+        headers=["run start", "trace", "agent", "task", "metric", "score", "label"],
+        cells=lambda r: (
+            r["run_start"][:23],
+            r["trace_id"][:12],
+            r["agent"],
+            r["task"],
+            r["metric"],
+            "-" if r["score"] is None else f"{r['score']:.3f}",
+            f"error: {r['error'][:60]}" if r.get("error") else r["label"],
+        ),
+    )
+
+
+@cli.command()
+@store_options
+def worker(store: str | None, database: str | None, config_file: str | None) -> None:
+    """Run the evaluator alone against a ClickHouse server that collectors write to."""
+    from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
+
+    config = config_from({"store": store, "database": database}, config_file)
+    location = parse_store(config.store, config.database)
+    if location.embedded:
+        raise click.ClickException(
+            "`agenttrail worker` runs beside collectors on a ClickHouse server (--store http(s)://...); "
+            "with the embedded store, `agenttrail serve` already runs the evaluator"
+        )
+    try:
+        evaluator_config = EvaluatorConfig.from_file(config_file)
+        first = Store(location)
+        migrate(first, ALL_MIGRATIONS)
+        evaluator = EvaluatorWorker(first.clone, evaluator_config)
+        evaluator.start()
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    click.echo(f"agenttrail evaluator {evaluator.version} scoring runs in {location.describe()}", err=True)
+    while not stop.wait(1.0):
+        if not evaluator.alive():
+            click.echo("the evaluator stopped unexpectedly", err=True)
+            sys.exit(1)
+    evaluator.stop()
+
+
+@cli.command()
+@click.option(
+    "--runs",
+    default=300,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="How many agent runs the example agent makes.",
+)
+@click.option("--seed", default=7, show_default=True, help="Random seed for the example agent.")
+@click.option(
+    "--keep",
+    is_flag=False,
+    flag_value="agenttrail-demo-data",
+    type=click.Path(file_okay=False),
+    help="Keep the demo's store (in ./agenttrail-demo-data, or this directory) and keep serving it, "
+    "with the console, until Ctrl-C.",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default="agenttrail-demo-report.html",
+    show_default=True,
+    help="Where to write the HTML report ('' for none).",
+)
+def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
+    """Run the sidecar on a temporary embedded store and an example agent against it that degrades
+    halfway: its runs are scored, the drift is found, the failure alert fires, a report is written."""
+    from agenttrail.evaluators.demo.run import run_demo
+
+    try:
+        run_demo(
+            runs=runs,
+            seed=seed,
+            keep=keep,
+            serve=keep is not None,
+            build=build_sidecar,
+            report=report or None,
+        )
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+
+
+def main() -> None:
+    cli()

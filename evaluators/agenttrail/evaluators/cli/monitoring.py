@@ -1,0 +1,281 @@
+"""`agenttrail stats` and `agenttrail drift`, their read routes, and the sidecar's drift monitor.
+
+Importing this module registers the commands on `cli`; agenttrail.evaluators.cli.main installs
+`install_monitoring` into every sidecar. scipy loads only where drift is computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agenttrail.collector.cli import cli, cli_error, emit_rows, store_options
+from agenttrail.collector.durations import format_duration
+from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.queries import QueryError
+from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, time_range, usage_errors
+from agenttrail.evaluators.monitoring.display import (
+    STATUS_MARKS,
+    drift_summary,
+    format_effect,
+    format_p,
+    format_value,
+)
+from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, parse_bucket, query_stats, split_list
+
+if TYPE_CHECKING:
+    from agenttrail.collector.sidecar import Sidecar
+    from agenttrail.evaluators.monitoring.drift import DriftSettings
+
+
+def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
+    """Add the drift_events table, the drift monitor (unless disabled) and the stats/drift routes."""
+    from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
+    from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
+    from agenttrail.evaluators.monitoring.route_store import lazy_store
+
+    config = DriftConfig.from_file(config_file)
+    sidecar.migrations.extend(MONITORING_MIGRATIONS)
+    if config.enabled:
+        sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
+    store = lazy_store(sidecar)
+    sidecar.add_read_route(
+        "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))
+    )
+
+    def drift_route(params: dict[str, str]) -> list[dict[str, Any]]:
+        params = dict(params)
+        settings = with_overrides(config.settings, params.pop("min_samples", None), params.pop("alpha", None))
+        return [r.to_json() for r in analyse_drift(store(), DriftQuery.from_params(params), settings)]
+
+    sidecar.add_read_route("/api/v1/drift", drift_route)
+
+
+def with_overrides(settings: DriftSettings, min_samples: Any, alpha: Any) -> DriftSettings:
+    """The settings with a per-request minimum sample size or alpha (text or number) applied."""
+    try:
+        if min_samples not in (None, ""):
+            settings = replace(settings, min_samples=int(min_samples))
+        if alpha not in (None, ""):
+            settings = replace(settings, alpha=float(alpha))
+    except ValueError as exc:
+        raise QueryError(f"min_samples must be a whole number and alpha a number: {exc}") from exc
+    return settings
+
+
+@cli.command()
+@store_options
+@click.option(
+    "--since", default="24h", show_default=True, help="Start: ISO 8601 or a duration back (2h, 7d)."
+)
+@click.option("--until", help="End, same forms as --since [default: now].")
+@click.option("--agent", help="Only this agent.")
+@click.option("--task", help="Only this task.")
+@click.option("--bucket", default="1h", show_default=True, help="Time bucket, 1m to 1d (5m, 1h, 1d).")
+@click.option("--by", default="", help=f"Also group by, comma-separated: {', '.join(GROUPS)}.")
+@click.option("--metric", multiple=True, help="Only these evaluation metrics (repeat or comma-separate).")
+@format_option
+@server_option
+def stats(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    since: str,
+    until: str | None,
+    agent: str | None,
+    task: str | None,
+    bucket: str,
+    by: str,
+    metric: tuple[str, ...],
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores."""
+    with usage_errors():
+        start, end = time_range(since, until)
+        query = StatsQuery(
+            since=start,
+            until=end,
+            bucket_s=parse_bucket(bucket, what="--bucket"),
+            agent=agent,
+            task=task,
+            by=split_list(by),
+            metrics=split_list(",".join(metric)),
+        )
+    rows = read_rows(
+        store,
+        database,
+        config_file,
+        server,
+        "/api/v1/stats",
+        query.to_params(),
+        lambda source: query_stats(source, query),
+    )
+    emit_rows(
+        rows,
+        output_format,
+        empty="no runs in that period",
+        headers=[
+            "bucket start",
+            "agent",
+            *query.by,
+            "runs",
+            "fail",
+            "p50",
+            "p95",
+            "p99",
+            "tokens in/out",
+            "tool errors",
+            "scores (mean±sd n)",
+        ],
+        cells=lambda row: (
+            row["bucket_start"][:16].replace("T", " "),
+            row["agent"],
+            *(row[name] or "-" for name in query.by),
+            row["runs"],
+            _percent(row["failure_rate"]),
+            *(format_duration(row[f"latency_{p}_s"]) for p in ("p50", "p95", "p99")),
+            f"{row['input_tokens']}/{row['output_tokens']}",
+            _tool_errors(row["tools"]),
+            _scores(row["metrics"]),
+        ),
+    )
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def _tool_errors(tools: dict[str, dict[str, Any]]) -> str:
+    failing = [f"{name} {t['errors']}/{t['calls']}" for name, t in sorted(tools.items()) if t["errors"]]
+    return ", ".join(failing) or "-"
+
+
+def _scores(metrics: dict[str, dict[str, Any]]) -> str:
+    return (
+        "; ".join(
+            f"{name} {m['mean']:.3f}±{m['std']:.3f} n={m['count']}"
+            for name, m in sorted(metrics.items())
+            if m["count"]
+        )
+        or "-"
+    )
+
+
+@cli.command()
+@store_options
+@click.option("--recent", default="1h", show_default=True, help="The recent window, ending now (or --now).")
+@click.option(
+    "--baseline", "rolling", help="Baseline: the window of this length just before the recent one [24h]."
+)
+@click.option(
+    "--baseline-from", help="Baseline: a fixed period from this time (ISO 8601 or a duration back)."
+)
+@click.option("--baseline-to", help="End of the fixed baseline period.")
+@click.option(
+    "--baseline-version", help="Baseline: runs of this agent version (within --baseline-from/to if given)."
+)
+@click.option("--agent", help="Only this agent.")
+@click.option("--task", help="Only runs of this task.")
+@click.option(
+    "--metric",
+    multiple=True,
+    help="Only these metrics: failure_rate, latency, trajectory_length, tool_distribution, a score.",
+)
+@click.option("--now", help="End the recent window here instead of now (ISO 8601), to re-check the past.")
+@click.option(
+    "--min-samples",
+    type=click.IntRange(min=2),
+    help="Fewest values per window to call drift [config, else 30].",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Significance level after Benjamini-Hochberg [config, else 0.01].",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, hidden=True, help="Kept for scripts: every test is listed now."
+)
+@format_option
+@server_option
+def drift(
+    store: str | None,
+    database: str | None,
+    config_file: str | None,
+    recent: str,
+    rolling: str | None,
+    baseline_from: str | None,
+    baseline_to: str | None,
+    baseline_version: str | None,
+    agent: str | None,
+    task: str | None,
+    metric: tuple[str, ...],
+    now: str | None,
+    min_samples: int | None,
+    alpha: float | None,
+    show_all: bool,
+    output_format: str,
+    server: str | None,
+) -> None:
+    """Compare each agent's recent window with a baseline, metric by metric, and call drift."""
+    from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
+
+    params = {
+        key: value
+        for key, value in {
+            "recent": recent,
+            "baseline": rolling,
+            "baseline_from": baseline_from,
+            "baseline_to": baseline_to,
+            "baseline_version": baseline_version,
+            "agent": agent,
+            "task": task,
+            "metric": ",".join(metric),
+            "now": now,
+        }.items()
+        if value
+    }
+    with usage_errors():
+        query = DriftQuery.from_params(params)
+    try:
+        configured = DriftConfig.from_file(config_file).settings
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    with usage_errors():
+        settings = with_overrides(configured, min_samples, alpha)
+    overrides = {k: str(v) for k, v in {"min_samples": min_samples, "alpha": alpha}.items() if v is not None}
+    rows = read_rows(
+        store,
+        database,
+        config_file,
+        server,
+        "/api/v1/drift",
+        {**query.to_params(), **overrides},
+        lambda source: [r.to_json() for r in analyse_drift(source, query, settings)],
+    )
+    if output_format == "table":
+        click.echo(drift_summary(rows))  # first: the answer before the detail
+        if not rows:
+            return
+    order = {"drift": 0, "no_drift": 1}
+    emit_rows(
+        sorted(rows, key=lambda r: order.get(r["status"], 2)) if output_format == "table" else rows,
+        output_format,
+        empty="",
+        headers=["", "agent", "metric", "test", "p", "p adj", "effect", "n base/recent", "base -> recent"],
+        cells=lambda r: (
+            STATUS_MARKS.get(r["status"], r["status"]),
+            r["agent"],
+            r["metric"],
+            r["test"],
+            format_p(r["p_value"]),
+            format_p(r["p_adjusted"]),
+            format_effect(r["effect"], r["effect_size"]),
+            f"{r['baseline_n']}/{r['recent_n']}",
+            " -> ".join(format_value(r["metric"], r[key]) for key in ("baseline_value", "recent_value")),
+        ),
+    )

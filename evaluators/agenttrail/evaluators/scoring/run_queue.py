@@ -1,0 +1,170 @@
+"""What the evaluator worker and the judge worker share: a queue that is a query.
+
+A run is pending for an evaluator when the run's current revision has no decision under the
+evaluator's queue key (its version, qualified by name for judges) in `evaluation_decisions`.
+Workers that serve the same key heartbeat into `evaluator_heartbeats` and split the pending
+runs between them by trace-id hash. A `budget_paused` decision is not final: the run stays
+pending and is picked up again when the judge's budget allows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from agenttrail.collector.background import BackgroundLoop
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.scoring.reference_store import StoredReference, latest_references
+
+DECISION_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Evaluator",
+    "EvaluatorVersion",
+    "Revision",
+    "Decision",
+    "Detail",
+    "WorkerId",
+    "DecidedAt",
+)
+# Decisions that leave a run in the queue (recorded so the audit can say why it waits).
+NOT_FINAL = ("budget_paused",)
+
+_PENDING = """
+SELECT {columns}
+FROM trajectories AS t FINAL
+LEFT ANTI JOIN (
+    SELECT TraceId AS DecidedTrace, RootSpanId AS DecidedRoot, Revision AS DecidedRevision
+    FROM evaluation_decisions
+    WHERE EvaluatorVersion = {{queue_key:String}} AND Decision NOT IN {{not_final:Array(String)}}
+) AS d ON t.TraceId = d.DecidedTrace AND t.RootSpanId = d.DecidedRoot AND t.Revision = d.DecidedRevision
+WHERE t.IsDeleted = 0 AND {where}
+  AND cityHash64(t.TraceId) % {{shards:UInt32}} = {{shard:UInt32}}
+ORDER BY {order}
+LIMIT {{limit:UInt32}}
+"""
+_MEMBERS = """
+SELECT EvaluatorVersion, WorkerId FROM evaluator_heartbeats FINAL
+WHERE EvaluatorVersion IN {keys:Array(String)}
+  AND SeenAt >= now64(3) - toIntervalMillisecond({alive_ms:UInt32})
+ORDER BY WorkerId
+"""
+RECENT = "t.AssembledAt >= now64(6) - toIntervalSecond({lookback:UInt32})"
+
+
+def pending_runs(
+    store: Store,
+    queue_key: str,
+    columns: str,
+    *,
+    where: str = RECENT,
+    params: Mapping[str, Any] | None = None,
+    order: str = "t.AssembledAt",
+    shard: tuple[int, int] = (0, 1),
+    limit: int = 500,
+) -> list[tuple[Any, ...]]:
+    """Runs (latest revision) with no final decision under `queue_key`; `where` filters
+    columns of `trajectories AS t` with bound parameters from `params`."""
+    sql = _PENDING.format(columns=columns, where=where, order=order)
+    bound = {
+        **(params or {}),
+        "queue_key": queue_key,
+        "not_final": list(NOT_FINAL),
+        "shard": shard[0],
+        "shards": shard[1],
+        "limit": limit,
+    }
+    return store.query(sql, bound)
+
+
+def record_decisions(store: Store, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Decisions in `DECISION_COLUMNS` order; written after the scores they stand for."""
+    if rows:
+        store.insert_rows("evaluation_decisions", DECISION_COLUMNS, rows)
+
+
+def now_stamp() -> tuple[float, str]:
+    """The current time and its DateTime64 insert form."""
+    now = time.time()
+    return now, f"{now:.6f}"
+
+
+class RunQueueWorker(BackgroundLoop):
+    """A supervised loop over run queues: lazy store, worker id, heartbeats and shards per key.
+
+    Subclasses implement `queue_keys()` (what they heartbeat for) and `run_once()` (one batch,
+    returning how many runs were decided); `cycle` drains until nothing is pending.
+    """
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        *,
+        what: str,
+        thread_name: str,
+        poll_interval_s: float,
+        worker_id: str | None = None,
+        heartbeat_s: float = 1.0,
+    ) -> None:
+        super().__init__(what=what, thread_name=thread_name, poll_interval_s=poll_interval_s)
+        self._store_factory = store_factory
+        self._store: Store | None = None
+        self.worker_id = worker_id or f"{os.uname().nodename}-{os.getpid()}-{os.urandom(3).hex()}"
+        self._heartbeat_s = heartbeat_s
+        self._last_heartbeat = 0.0
+        self._references: dict[str, StoredReference] = {}
+        self._references_at = 0.0
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = self._store_factory()
+        return self._store
+
+    def queue_keys(self) -> Iterable[str]:
+        raise NotImplementedError
+
+    def run_once(self) -> int:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._heartbeat(force=True)
+        super().start()
+
+    def cycle(self) -> None:
+        """Drain the queue: batches until none is pending (or we are stopping)."""
+        while self.run_once() and not self._stop.is_set():
+            pass
+
+    def references(self) -> dict[str, StoredReference]:
+        """The current reference of every task, re-read at most every 2 s."""
+        if time.monotonic() - self._references_at > 2.0:
+            self._references = latest_references(self.store)
+            self._references_at = time.monotonic()
+        return self._references
+
+    def _heartbeat(self, *, force: bool = False) -> None:
+        now = time.time()
+        if force or now - self._last_heartbeat >= self._heartbeat_s:
+            rows = [(self.worker_id, key, f"{now:.3f}") for key in self.queue_keys()]
+            if rows:
+                self.store.insert_rows(
+                    "evaluator_heartbeats", ("WorkerId", "EvaluatorVersion", "SeenAt"), rows
+                )
+            self._last_heartbeat = now
+
+    def shards(self) -> dict[str, tuple[int, int]]:
+        """For each queue key: (this worker's index, live workers on the key)."""
+        keys = list(self.queue_keys())
+        members: dict[str, list[str]] = {key: [] for key in keys}
+        alive_ms = int(self._heartbeat_s * 5000)
+        for key, worker in self.store.query(_MEMBERS, {"keys": keys, "alive_ms": alive_ms}):
+            members[key].append(worker)
+        result = {}
+        for key, workers in members.items():
+            if self.worker_id not in workers:
+                workers = sorted([*workers, self.worker_id])
+            result[key] = (workers.index(self.worker_id), len(workers))
+        return result

@@ -1,0 +1,311 @@
+"""The online evaluator: scores newly assembled (and re-assembled) runs against their references.
+
+Its queue is a query, not a watermark: recent trajectories with no decision for this
+evaluator version and revision. After scoring it records a decision (scored, sampled out,
+error), so a restart resumes exactly where work stopped, and a re-assembled run (new revision)
+is scored again. Several workers on one store heartbeat into it and take disjoint shares of
+runs by trace-id hash (run_queue.py, shared with the judge worker); writes are keyed so that
+an overlap while workers join or leave replaces rows instead of duplicating them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agenttrail.collector.config import read_section
+from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.store import Store
+from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
+from agenttrail.evaluators.scoring.reference_store import StoredReference
+from agenttrail.evaluators.scoring.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
+
+log = logging.getLogger(__name__)
+
+EVALUATOR = "trajectory"
+# How often the worker deletes the scores of runs re-assembly deleted (deleted_runs.py).
+SWEEP_INTERVAL_S = 5.0
+DEFAULT_METRICS = (
+    "trajectory_exact_match",
+    "trajectory_in_order_match",
+    "trajectory_any_order_match",
+    "trajectory_precision",
+    "trajectory_recall",
+)
+SCORE_COLUMNS = (
+    "TraceId",
+    "RootSpanId",
+    "Metric",
+    "Evaluator",
+    "EvaluatorVersion",
+    "Score",
+    "Label",
+    "Explanation",
+    "Agent",
+    "Task",
+    "RunStart",
+    "Revision",
+    "ReferenceVersion",
+    "Error",
+    "CreatedAt",
+)
+_PENDING_COLUMNS = """t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS,
+t.Failure, t.ToolCalls, t.Revision"""
+
+
+def sample_fraction(trace_id: str) -> float:
+    """Where a trace falls in [0, 1): the same for every evaluator and judge, so they sample the same runs."""
+    return int(trace_id[:16], 16) / 2**64
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingRule:
+    rate: float
+    agent: str | None = None
+    task: str | None = None
+
+    def applies(self, agent: str, task: str) -> bool:
+        return (self.agent is None or self.agent == agent) and (self.task is None or self.task == task)
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorConfig:
+    """The `evaluators:` section of the config file."""
+
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    sample_rate: float = 1.0
+    rules: tuple[SamplingRule, ...] = ()  # first matching rule wins over sample_rate
+    always_sample_failures: bool = True
+    poll_interval_s: float = 0.5
+    lookback_s: int = 86_400
+    batch_size: int = 500
+
+    def __post_init__(self) -> None:
+        for text in self.metrics:
+            try:
+                parse_metric(text)
+            except ValueError as exc:
+                raise ConfigError(f"evaluators.metrics: {exc}") from exc
+        for rate in (self.sample_rate, *(rule.rate for rule in self.rules)):
+            if not 0.0 <= rate <= 1.0:
+                raise ConfigError(f"evaluators: sample rate {rate} must be between 0 and 1")
+
+    @property
+    def version(self) -> str:
+        """Names what the scores mean: changes when the metric set changes, not the sampling."""
+        digest = hashlib.sha256(json.dumps(sorted(self.metrics)).encode()).hexdigest()[:12]
+        return f"{EVALUATOR}-{digest}"
+
+    def rate_for(self, agent: str, task: str) -> float:
+        for rule in self.rules:
+            if rule.applies(agent, task):
+                return rule.rate
+        return self.sample_rate
+
+    def sampled(self, trace_id: str, agent: str, task: str, failed: bool) -> bool:
+        if failed and self.always_sample_failures:
+            return True
+        return sample_fraction(trace_id) < self.rate_for(agent, task)
+
+    @classmethod
+    def from_mapping(cls, section: Mapping[str, Any], source: str = "config") -> EvaluatorConfig:
+        known = {
+            "metrics",
+            "sample_rate",
+            "rules",
+            "always_sample_failures",
+            "poll_interval_s",
+            "lookback_s",
+            "batch_size",
+        }
+        unknown = set(section) - known
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown evaluators setting(s) {sorted(unknown)}; known: {sorted(known)}"
+            )
+        try:
+            rules = tuple(
+                SamplingRule(float(rule["rate"]), rule.get("agent"), rule.get("task"))
+                for rule in section.get("rules", [])
+            )
+            values: dict[str, Any] = {
+                key: section[key] for key in known - {"rules", "metrics"} if key in section
+            }
+            if "metrics" in section:
+                values["metrics"] = tuple(str(metric) for metric in section["metrics"])
+            return cls(rules=rules, **values)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{source}: evaluators section is invalid ({exc})") from exc
+
+    @classmethod
+    def from_file(cls, path: str | None) -> EvaluatorConfig:
+        if not path:
+            return cls()
+        return cls.from_mapping(read_section(path, "evaluators"), f"config file {path}")
+
+
+def predicted_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
+    """Stored tool calls -> metric calls; a failed call has no output to compare; arguments the
+    trace did not capture (`input_captured: false`) are NOT_CAPTURED, not `{}`."""
+    calls = []
+    for call in tool_calls:
+        arguments = call.get("input")
+        output = call.get("output")
+        captured = call.get("input_captured", True) is not False
+        calls.append(
+            ToolCall(
+                name=str(call["name"]),
+                input=(arguments if isinstance(arguments, dict) else ABSENT) if captured else NOT_CAPTURED,
+                output=ABSENT if call.get("status") == "error" or output is None else output,
+            )
+        )
+    return calls
+
+
+@dataclass
+class WorkerCounters:
+    scored_runs: int = 0
+    sampled_out: int = 0
+    errors: int = 0
+    cycles: int = 0
+    forgotten_runs: int = 0  # deleted runs whose scores the sweep removed
+    last_error: str = ""
+    score_delays_s: list[float] = field(default_factory=list)
+
+
+class EvaluatorWorker(RunQueueWorker):
+    """Scores runs in a background thread; `run_once` does one cycle (tests call it directly)."""
+
+    name = "evaluator"
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        config: EvaluatorConfig | None = None,
+        *,
+        worker_id: str | None = None,
+        heartbeat_s: float = 1.0,
+    ) -> None:
+        self.config = config or EvaluatorConfig()
+        super().__init__(
+            store_factory,
+            what="evaluator cycle",
+            thread_name="agenttrail-evaluator",
+            poll_interval_s=self.config.poll_interval_s,
+            worker_id=worker_id,
+            heartbeat_s=heartbeat_s,
+        )
+        self.version = self.config.version
+        self.counters = WorkerCounters()
+        self._swept_at = float("-inf")
+
+    def queue_keys(self) -> list[str]:
+        return [self.version]
+
+    def cycle(self) -> None:
+        """Forget the scores of deleted runs (every few seconds), then drain the queue."""
+        if time.monotonic() - self._swept_at >= SWEEP_INTERVAL_S:
+            self._swept_at = time.monotonic()
+            self.counters.forgotten_runs += delete_scores_of_deleted_runs(self.store)
+        super().cycle()
+
+    def count_failure(self, message: str) -> None:
+        self.counters.errors += 1
+        self.counters.last_error = message
+
+    def run_once(self) -> int:
+        """Score one batch of pending runs; returns how many runs were decided."""
+        self.counters.cycles += 1
+        self._heartbeat()
+        rows = pending_runs(
+            self.store,
+            self.version,
+            _PENDING_COLUMNS,
+            params={"lookback": self.config.lookback_s},
+            shard=self.shards()[self.version],
+            limit=self.config.batch_size,
+        )
+        if not rows:
+            return 0
+        references = self.references()
+        scores: list[tuple[Any, ...]] = []
+        decisions: list[tuple[Any, ...]] = []
+        now, stamp = now_stamp()
+        for trace_id, root, agent, task, start_us, latency_s, failure, tool_calls, revision in rows:
+            decision, detail = "scored", ""
+            if not self.config.sampled(trace_id, agent, task, bool(failure)):
+                decision = "sampled_out"
+                self.counters.sampled_out += 1
+            else:
+                reference = references.get(task) if task else None
+                try:
+                    results = self._score(json.loads(tool_calls), reference, latency_s, bool(failure))
+                except (ValueError, TypeError) as exc:
+                    decision, detail = "error", f"cannot score: {exc}"
+                    self.counters.errors += 1
+                    results = {}
+                if decision == "scored" and reference is None:
+                    detail = f"no reference for task {task!r}" if task else "run has no task"
+                run_start = f"{start_us / 1e6:.6f}"
+                reference_version = reference.version if reference else 0
+                scores.extend(
+                    (
+                        trace_id,
+                        root,
+                        metric,
+                        EVALUATOR,
+                        self.version,
+                        value,
+                        metric_label(metric, value),
+                        "",
+                        agent,
+                        task,
+                        run_start,
+                        revision,
+                        reference_version,
+                        "",
+                        stamp,
+                    )
+                    for metric, value in results.items()
+                    if value is not None
+                )
+                if decision == "scored":
+                    self.counters.scored_runs += 1
+                    self.counters.score_delays_s.append(now - (start_us / 1e6 + latency_s))
+            decisions.append(
+                (trace_id, root, EVALUATOR, self.version, revision, decision, detail, self.worker_id, stamp)
+            )
+        self.store.insert_rows("scores", SCORE_COLUMNS, scores)
+        # Decisions last: a crash in between only means these runs are scored again (same keys).
+        record_decisions(self.store, decisions)
+        return len(rows)
+
+    def _score(
+        self,
+        tool_calls: list[dict[str, Any]],
+        reference: StoredReference | None,
+        latency_s: float,
+        failure: bool,
+    ) -> dict[str, float | None]:
+        predicted = predicted_calls(tool_calls)
+        if reference is None:
+            return compute_metrics(predicted, None, [], latency_s=latency_s, failure=failure)
+        specs = reference.entry.configured_metrics(self.config.metrics)
+        return compute_metrics(
+            predicted, list(reference.entry.reference), specs, latency_s=latency_s, failure=failure
+        )
+
+
+def metric_label(metric: str, value: float) -> str:
+    """The pass/fail (or ok/failed) label stored beside a metric value; empty for continuous metrics."""
+    if metric in ("latency", "trajectory_precision", "trajectory_recall", "tool_correctness"):
+        return ""
+    if metric == "failure":
+        return "failed" if value else "ok"
+    return "pass" if value >= 1.0 else "fail"

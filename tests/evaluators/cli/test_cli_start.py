@@ -1,0 +1,99 @@
+"""The CLI starts without its heavy libraries: `agenttrail --help` and the read commands' help
+import none of scipy, matplotlib, openai, the ClickHouse drivers or gRPC (checked in a fresh
+interpreter's sys.modules, not timed; the time is in benchmarks/bench_cli_start.py), and the
+short helps `--help` shows for commands not yet imported match the commands' own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("scipy", "matplotlib", "openai", "chdb", "clickhouse_connect", "grpc", "numpy", "mcp")
+
+PROBE = """
+import json, sys
+sys.argv = ["agenttrail", *json.loads(sys.argv[1])]
+from agenttrail.evaluators.cli.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+print("\\n@@" + json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def loaded_by(*args: str) -> set[str]:
+    """Top-level packages imported by running `agenttrail ARGS` in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return set(json.loads(done.stdout.rsplit("@@", 1)[1]))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("trajectories", "--help"),
+        ("scores", "--help"),
+        ("stats", "--help"),
+        ("drift", "--help"),
+        ("alerts", "--help"),
+        ("audit", "--help"),
+        ("references", "list", "--help"),
+        ("serve", "--help"),
+        ("report", "--help"),
+        ("mcp", "--help"),
+    ],
+)
+def test_help_imports_no_heavy_library(args: tuple[str, ...]) -> None:
+    """--help (the group's and the read commands') loads click and our modules, nothing heavy."""
+    assert loaded_by(*args) & set(HEAVY) == set()
+
+
+SERVE_PROBE = """
+import json, sys
+import agenttrail.evaluators.cli.main
+from agenttrail.collector.cli import build_sidecar
+from agenttrail.collector.config import SidecarConfig
+sidecar = build_sidecar(SidecarConfig(store=sys.argv[1], grpc="127.0.0.1:0", http="127.0.0.1:0"), None)
+sidecar.start()
+sidecar.stop()
+print("\\n@@" + json.dumps(sorted({name.split(".")[0] for name in sys.modules})))
+"""
+
+
+def test_serve_starts_without_scipy_matplotlib_or_openai(tmp_path: Path) -> None:
+    """`serve` builds and starts the sidecar as the CLI does (evaluator, judges, drift, alerts,
+    report route, console, MCP mount) without importing scipy, matplotlib, openai or the MCP SDK:
+    they load when a drift test, a plot, a judge or the first MCP request needs them. Under load,
+    those imports made serve take 50 s to listen. The probe does see what serve loads (the store
+    engine, gRPC)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_PROBE, str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    loaded = set(json.loads(done.stdout.rsplit("@@", 1)[1]))
+    assert {"chdb", "grpc"} <= loaded
+    assert loaded & {"scipy", "matplotlib", "openai", "mcp"} == set()
+
+
+def test_lazy_commands_list_their_own_short_help() -> None:
+    """`agenttrail --help` shows, for each lazily loaded command, the command's own first line."""
+    from agenttrail.evaluators.cli.main import LAZY_COMMANDS, cli
+
+    for name, (_, summary) in LAZY_COMMANDS.items():
+        command = cli.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None, name
+        assert command.get_short_help_str(500) == summary, name

@@ -1,0 +1,261 @@
+"""Online scoring through the sidecar: references, scores per run, restarts, two workers, re-scoring."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+from trajectory_rows import agent_run, store_runs
+
+from agenttrail.evaluators.scoring.reference_store import latest_references, store_reference_set
+from agenttrail.evaluators.scoring.references import parse_reference_set
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
+from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker, sample_fraction
+
+REFERENCES = {
+    "refund": {
+        "reference_trajectory": [
+            {"tool_name": "lookup", "tool_input": {"id": 1}},
+            {"tool_name": "refund", "tool_input": None},
+        ]
+    },
+    "faq": {
+        "reference_trajectory": [{"tool_name": "search"}],
+        "metrics": ["trajectory_single_tool_use:tool_name=search"],
+    },
+}
+
+
+def send_run(
+    sidecar: Any, task: str, tools: list[tuple[str, dict[str, Any]]], *, failed: bool = False
+) -> str:
+    trace, root = new_trace_id(), new_span_id()
+    spans = [
+        agent_span(
+            trace,
+            root,
+            0,
+            100,
+            attributes={"agenttrail.task": task},
+            error="RuntimeError" if failed else None,
+        )
+    ]
+    spans += [
+        tool_span(trace, new_span_id(), root, name, 10 * i + 1, 10 * i + 5, arguments=args)
+        for i, (name, args) in enumerate(tools)
+    ]
+    sidecar.pipeline.accept(request(*spans).SerializeToString())
+    return trace
+
+
+def load_references(sidecar: Any) -> None:
+    store_reference_set(sidecar.store, parse_reference_set(REFERENCES), source="test")
+
+
+def wait_scored(sidecar: Any, traces: list[str], timeout: float = 30) -> None:
+    """Until every trace has a decision from the sidecar's evaluator."""
+    assert sidecar.wait_until_assembled(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        decided = {
+            row[0]
+            for row in sidecar.store.query(
+                "SELECT DISTINCT TraceId FROM evaluation_decisions WHERE TraceId IN {ids:Array(String)}",
+                {"ids": traces},
+            )
+        }
+        if decided >= set(traces):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{len(set(traces) - decided)} run(s) were never scored")
+
+
+def scores_of(sidecar: Any, trace: str) -> dict[str, float]:
+    rows = query_scores(sidecar.store, ScoreFilter.from_params({"trace_id": trace}))
+    return {row["metric"]: row["score"] for row in rows}
+
+
+def test_runs_are_scored_against_their_task_reference(start_sidecar: Any) -> None:
+    """Each run gets the reference metrics of its task (wildcard input honoured), latency and failure;
+    a run without a reference gets latency and failure only, never zeros."""
+    sidecar = start_sidecar()
+    load_references(sidecar)
+    usual = send_run(sidecar, "refund", [("lookup", {"id": 1}), ("refund", {"amount": 5})])
+    stray = send_run(sidecar, "refund", [("search", {}), ("lookup", {"id": 2})])
+    faq = send_run(sidecar, "faq", [("search", {"q": "x"}), ("search", {"q": "y"})])
+    unknown = send_run(sidecar, "mystery", [("search", {})], failed=True)
+    wait_scored(sidecar, [usual, stray, faq, unknown])
+
+    assert scores_of(sidecar, usual) == {
+        "trajectory_exact_match": 1.0,
+        "trajectory_in_order_match": 1.0,
+        "trajectory_any_order_match": 1.0,
+        "trajectory_precision": 1.0,
+        "trajectory_recall": 1.0,
+        "latency": pytest.approx(0.1),
+        "failure": 0.0,
+    }
+    stray_scores = scores_of(sidecar, stray)
+    assert stray_scores["trajectory_exact_match"] == 0.0
+    assert stray_scores["trajectory_precision"] == 0.0  # lookup id 2 does not match id 1
+    assert scores_of(sidecar, faq) == {
+        "trajectory_single_tool_use": 1.0,
+        "latency": pytest.approx(0.1),
+        "failure": 0.0,
+    }
+    assert scores_of(sidecar, unknown) == {"latency": pytest.approx(0.1), "failure": 1.0}
+    [row] = query_scores(sidecar.store, ScoreFilter.from_params({"trace_id": usual, "metric": "failure"}))
+    assert set(row) >= {"trace_id", "metric", "score", "label", "explanation", "evaluator", "created_at"}
+    assert row["label"] == "ok"
+    assert row["evaluator"].startswith("trajectory@trajectory-")
+
+
+def test_rescoring_after_late_span_replaces_scores(start_sidecar: Any) -> None:
+    """A late span re-assembles the run; it is scored again at revision 2 with no duplicate rows."""
+    sidecar = start_sidecar()
+    load_references(sidecar)
+    trace, root = new_trace_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            agent_span(trace, root, 0, 100, attributes={"agenttrail.task": "refund"}),
+            tool_span(trace, new_span_id(), root, "lookup", 1, 2, arguments={"id": 1}),
+        ).SerializeToString()
+    )
+    wait_scored(sidecar, [trace])
+    assert scores_of(sidecar, trace)["trajectory_recall"] == 0.5
+    sidecar.pipeline.accept(
+        request(tool_span(trace, new_span_id(), root, "refund", 5, 6)).SerializeToString()
+    )
+    assert sidecar.wait_until_assembled(30)
+    deadline = time.monotonic() + 30
+    while scores_of(sidecar, trace)["trajectory_recall"] != 1.0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scores_of(sidecar, trace)["trajectory_recall"] == 1.0
+    revisions = sidecar.store.query(
+        "SELECT Metric, count(), max(Revision) FROM scores FINAL WHERE TraceId = {t:String} GROUP BY Metric",
+        {"t": trace},
+    )
+    assert {row[1] for row in revisions} == {1}
+    assert {row[2] for row in revisions} == {2}
+
+
+def test_restart_in_the_middle_scores_every_run_once(start_sidecar: Any) -> None:
+    """Runs assembled before a restart but not yet scored are scored by the next sidecar, each once."""
+    first = start_sidecar()
+    load_references(first)
+    before = [send_run(first, "refund", [("lookup", {"id": 1})]) for _ in range(5)]
+    wait_scored(first, before)
+    first.stop()
+    second = start_sidecar()
+    after = [send_run(second, "refund", [("lookup", {"id": 1})]) for _ in range(5)]
+    wait_scored(second, before + after)
+    counts = second.store.query(
+        "SELECT TraceId, count() FROM scores WHERE Metric = 'trajectory_recall' GROUP BY TraceId"
+    )
+    assert sorted(count for _, count in counts) == [1] * 10
+
+
+def test_two_workers_share_runs_without_double_scoring(store: Any) -> None:
+    """Two workers on one store split the pending runs by trace hash: every run is decided and
+    scored exactly once (counted without FINAL, so no merge hides duplicates)."""
+    from agenttrail.collector.schema import migrate
+
+    migrate(store, EVALUATOR_MIGRATIONS)
+    store_reference_set(store, parse_reference_set(REFERENCES), source="test")
+    traces = [new_trace_id() for _ in range(60)]
+    now = time.time()
+    lookup = {"name": "lookup", "input": {"id": 1}, "output": None}
+    store_runs(
+        store,
+        [agent_run(start=now, trace_id=t, task="refund", latency_s=0.5, tools=[lookup]) for t in traces],
+    )
+    workers = [
+        EvaluatorWorker(store.clone, EvaluatorConfig(batch_size=7), worker_id=f"w{i}") for i in range(2)
+    ]
+    for worker in workers:
+        worker._heartbeat(force=True)
+    for _ in range(40):
+        if sum(worker.run_once() for worker in workers) == 0:
+            break
+    decided = store.query("SELECT TraceId, count() FROM evaluation_decisions GROUP BY TraceId")
+    assert sorted(t for t, _ in decided) == sorted(traces)
+    assert {count for _, count in decided} == {1}
+    assert store.query("SELECT count() FROM scores WHERE Metric = 'trajectory_exact_match'") == [(60,)]
+    assert all(worker.counters.scored_runs > 0 for worker in workers), "both workers should take a share"
+    assert sum(worker.counters.scored_runs for worker in workers) == 60
+
+
+def test_sampling_is_deterministic_and_keeps_failures(start_sidecar: Any, tmp_path: Path) -> None:
+    """With sample rate 0 only failed runs are scored; the others are recorded as sampled out."""
+    config = tmp_path / "agenttrail.yaml"
+    config.write_text("evaluators:\n  sample_rate: 0.0\n  always_sample_failures: true\n")
+    sidecar = start_sidecar(config_file=str(config))
+    ok = send_run(sidecar, "refund", [("lookup", {"id": 1})])
+    failed = send_run(sidecar, "refund", [("lookup", {"id": 1})], failed=True)
+    wait_scored(sidecar, [ok, failed])
+    decisions = dict(
+        sidecar.store.query(
+            "SELECT TraceId, Decision FROM evaluation_decisions WHERE TraceId IN {ids:Array(String)}",
+            {"ids": [ok, failed]},
+        )
+    )
+    assert decisions == {ok: "sampled_out", failed: "scored"}
+    assert scores_of(sidecar, ok) == {}
+    assert sample_fraction("ffffffffffffffff" + "0" * 16) > 0.99
+    config_half = EvaluatorConfig(sample_rate=0.5)
+    assert config_half.sampled("0" * 32, "a", "t", False) is True
+    assert config_half.sampled("f" * 32, "a", "t", False) is False
+
+
+def test_reference_versions(store: Any) -> None:
+    """Loading the same set twice adds nothing; a changed task gets version 2."""
+    from agenttrail.collector.schema import migrate
+
+    migrate(store, EVALUATOR_MIGRATIONS)
+    first = store_reference_set(store, parse_reference_set(REFERENCES), source="a.json")
+    assert (sorted(first.added), first.updated) == (["faq", "refund"], [])
+    again = store_reference_set(store, parse_reference_set(REFERENCES), source="a.json")
+    assert (again.added, again.updated, sorted(again.unchanged)) == ([], [], ["faq", "refund"])
+    changed = {
+        **REFERENCES,
+        "faq": {"reference_trajectory": [{"tool_name": "search"}, {"tool_name": "answer"}]},
+    }
+    third = store_reference_set(store, parse_reference_set(changed), source="b.json")
+    assert third.updated == ["faq"]
+    current = latest_references(store)
+    assert (current["faq"].version, current["refund"].version) == (2, 1)
+    assert [call.name for call in current["faq"].entry.reference] == ["search", "answer"]
+
+
+def test_scores_of_a_run_that_reassembly_deleted_are_removed(start_sidecar: Any) -> None:
+    """An inner agent run scored on its own is folded into its parent run when the parent's span
+    arrives late; the inner run's scores leave `scores`, so stats and drift stop counting them."""
+    sidecar = start_sidecar()
+    load_references(sidecar)
+    trace, outer, inner = new_trace_id(), new_span_id(), new_span_id()
+    sidecar.pipeline.accept(
+        request(
+            agent_span(trace, inner, 1, 50, parent=outer, attributes={"agenttrail.task": "refund"}),
+            tool_span(trace, new_span_id(), inner, "lookup", 2, 3, arguments={"id": 1}),
+        ).SerializeToString()
+    )
+    wait_scored(sidecar, [trace])
+
+    def scored_roots() -> set[str]:
+        rows = sidecar.store.query(
+            "SELECT DISTINCT RootSpanId FROM scores FINAL WHERE TraceId = {t:String}", {"t": trace}
+        )
+        return {row[0] for row in rows}
+
+    assert scored_roots() == {inner}
+    late_parent = agent_span(trace, outer, 0, 100, attributes={"agenttrail.task": "refund"})
+    sidecar.pipeline.accept(request(late_parent).SerializeToString())
+    assert sidecar.wait_until_assembled(30)
+    deadline = time.monotonic() + 30
+    while scored_roots() != {outer} and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert scored_roots() == {outer}
