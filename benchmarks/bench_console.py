@@ -26,7 +26,7 @@ from bench_monitoring import generate
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 
 _SPANS = """
 INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, SpanKind, ServiceName,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
 from agenttrail.evaluators.monitoring.exporter import MetricsFeed
 from agenttrail.evaluators.monitoring.instruments import AgentMetrics

@@ -20,7 +20,7 @@ from typing import Any
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows

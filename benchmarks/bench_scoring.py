@@ -20,7 +20,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
 
 from agenttrail.collector.config import SidecarConfig
-from agenttrail.evaluators.cli.main import build_sidecar
+from agenttrail.evaluators.composition import build_sidecar
 from agenttrail.evaluators.metrics import ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.scoring.reference_store import store_reference_set
 from agenttrail.evaluators.scoring.references import parse_reference_set

@@ -53,9 +53,8 @@ def store(chdb_dir: Path, database: str) -> Iterator[Any]:
 @pytest.fixture
 def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
-    import agenttrail.evaluators.cli.main  # noqa: F401  installs the evaluator into every sidecar, as `serve` does
-    from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import SidecarConfig
+    from agenttrail.evaluators.composition import build_sidecar
 
     started: list[Any] = []
 

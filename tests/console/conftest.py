@@ -53,9 +53,8 @@ def console(chdb_dir: Path) -> Iterator[Console]:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    import agenttrail.evaluators.cli.main  # noqa: F401  installs the evaluators into the demo's sidecar
-    from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.store import Store, parse_store
+    from agenttrail.evaluators.composition import build_sidecar
     from agenttrail.evaluators.console import ConsoleSettings, create_app
     from agenttrail.evaluators.demo.run import run_demo
     from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig

@@ -40,12 +40,11 @@ SHARDS = ("shard_1",)
 def main(workdir: Path, runs: int) -> None:
     import chdb
 
-    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluator, as `serve` has it
-    from agenttrail.collector.cli import SCHEMA_MIGRATIONS, build_sidecar
     from agenttrail.collector.cluster_ddl import cluster_ddl
     from agenttrail.collector.config import SidecarConfig
     from agenttrail.collector.errors import StoreError
     from agenttrail.collector.schema import Retention
+    from agenttrail.evaluators.composition import SCHEMA_MIGRATIONS, build_sidecar
 
     store_dir = workdir / "store"
     (workdir / "config.xml").write_text(CONFIG)

@@ -16,10 +16,9 @@ from grafana_macros import render
 
 
 def main(store_dir: str, dashboard_file: str, from_s: int, to_s: int, out_file: str) -> None:
-    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluator, alerts and drift, as `serve` has them
-    from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.errors import StoreError
     from agenttrail.collector.store import Store, parse_store
+    from agenttrail.evaluators.composition import build_sidecar
     from agenttrail.evaluators.demo.run import run_demo
 
     run_demo(runs=120, seed=7, keep=store_dir, build=build_sidecar, report=None, out=lambda _: None)

@@ -90,9 +90,8 @@ def test_services_find_each_other() -> None:
 
 def test_the_sidecar_config_loads(tmp_path: Path) -> None:
     """Every section of the compose sidecar config passes the sidecar's own parsers."""
-    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluators' sections
-    from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import load_config
+    from agenttrail.evaluators.composition import build_sidecar
 
     config_file = COMPOSE_DIR / "agenttrail.yaml"
     config = load_config({"store": str(tmp_path / "store")}, config_file=config_file, environ={})

@@ -97,9 +97,8 @@ def test_sidecar_containers_are_probed_sized_and_keep_their_spool() -> None:
 
 
 def test_the_configmap_config_loads(tmp_path: Path) -> None:
-    import agenttrail.evaluators.cli.main  # noqa: F401  the evaluators' sections
-    from agenttrail.collector.cli import build_sidecar
     from agenttrail.collector.config import load_config
+    from agenttrail.evaluators.composition import build_sidecar
 
     config_file = tmp_path / "agenttrail.yaml"
     config_file.write_text(by_kind("ConfigMap")["agenttrail-config"]["data"]["agenttrail.yaml"])

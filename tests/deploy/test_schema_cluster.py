@@ -18,8 +18,7 @@ from .tools import DEPLOY
 
 
 def all_migrations() -> list[Any]:
-    import agenttrail.evaluators.cli.main  # noqa: F401  registers the evaluators' migrations
-    from agenttrail.collector.cli import SCHEMA_MIGRATIONS
+    from agenttrail.evaluators.composition import SCHEMA_MIGRATIONS
 
     return list(SCHEMA_MIGRATIONS)
 

@@ -1,4 +1,10 @@
-"""`agenttrail` command line: serve, trajectories, spool, demo.
+"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema) and
+what every command module shares (store options, reading through a running sidecar, errors).
+
+`make_cli(wiring)` builds the group; the wiring says which sidecar `serve` builds, which
+migrations `schema` prints and which config sections belong to others. `cli` here is the
+collector alone; the full `agenttrail` (agenttrail.evaluators.cli.main) passes the evaluators'
+composition root, so the collector never imports the evaluators.
 
 Read commands work while `serve` holds the embedded store: they find the running sidecar
 through the store's lock file and ask its HTTP API instead of opening the directory.
@@ -24,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -89,7 +96,7 @@ def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def config_from(options: dict[str, Any], config_file: str | None) -> SidecarConfig:
     try:
-        return load_config(options, config_file=config_file)
+        return load_config(options, config_file=config_file, other_sections=current_wiring().config_sections)
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
 
@@ -253,9 +260,10 @@ class LazyGroup(click.Group):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy: dict[str, tuple[str, str]] = {}
+        self.wiring: Wiring | None = None  # set by make_cli
 
     def add_lazy_command(self, name: str, target: str, short_help: str) -> None:
-        """`target` is `module` (which registers `name` on import) or `module:attribute` (added here)."""
+        """`target` is `module:attribute`, the command loaded and added when first asked for."""
         self.lazy[name] = (target, short_help)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -264,9 +272,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module_name, _, attribute = self.lazy[cmd_name][0].partition(":")
-            module = importlib.import_module(module_name)
-            if attribute:
-                self.add_command(getattr(module, attribute), cmd_name)
+            self.add_command(getattr(importlib.import_module(module_name), attribute), cmd_name)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -283,20 +289,49 @@ class LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
-@click.group(
-    cls=LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-@click.option(
-    "--log-level",
-    default="INFO",
-    envvar="AGENTTRAIL_LOG_LEVEL",
-    show_default=True,
-    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-)
-def cli(log_level: str) -> None:
-    """agenttrail: trace LLM agents with OpenTelemetry, rebuild their trajectories, evaluate them."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """What a command group serves and prints, given by whoever builds the group."""
+
+    build_sidecar: Callable[[SidecarConfig, str | None], Sidecar]
+    schema_migrations: Sequence[Migration] = MIGRATIONS  # what `agenttrail schema` prints
+    config_sections: frozenset[str] = frozenset()  # top-level config sections that others own
+
+
+def make_cli(wiring: Wiring) -> LazyGroup:
+    """The `agenttrail` group with the collector's commands, wired as `wiring` says; the caller
+    adds its own commands (or lazy ones: `add_lazy_command`)."""
+
+    @click.group(
+        name="cli",
+        cls=LazyGroup,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    )
+    @click.option(
+        "--log-level",
+        default="INFO",
+        envvar="AGENTTRAIL_LOG_LEVEL",
+        show_default=True,
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    )
+    def group(log_level: str) -> None:
+        """agenttrail: trace LLM agents with OpenTelemetry, rebuild their trajectories, evaluate them."""
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    assert isinstance(group, LazyGroup)
+    group.wiring = wiring
+    for command in (serve, trajectories, spool, schema):
+        group.add_command(command)
+    return group
+
+
+def current_wiring() -> Wiring:
+    """The wiring of the group running the current command (the collector's alone outside one)."""
+    context = click.get_current_context(silent=True)
+    root = context.find_root().command if context is not None else None
+    if isinstance(root, LazyGroup) and root.wiring is not None:
+        return root.wiring
+    return COLLECTOR_WIRING
 
 
 def _setting_type(name: str, default: Any) -> tuple[click.ParamType[Any, Any], str | None]:
@@ -339,14 +374,14 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return function
 
 
-@cli.command()
+@click.command()
 @store_options
 @_setting_options
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the collector: OTLP receivers, span storage, trajectory assembly."""
     config = config_from(options, config_file)
     try:
-        sidecar = build_sidecar(config, config_file)
+        sidecar = current_wiring().build_sidecar(config, config_file)
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
     stop = threading.Event()
@@ -381,18 +416,10 @@ def serve(config_file: str | None, **options: Any) -> None:
 
 
 def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Sidecar:
-    """The sidecar with every worker installed; evaluators extend this hook."""
+    """The collector's sidecar alone (the evaluators' is agenttrail.evaluators.composition's)."""
     from agenttrail.collector.sidecar import Sidecar
 
-    sidecar = Sidecar(config)
-    for install in SIDECAR_EXTENSIONS:
-        install(sidecar, config_file)
-    return sidecar
-
-
-# Functions that add migrations, workers and read routes to a sidecar before it starts,
-# given the config file (for their own sections of it).
-SIDECAR_EXTENSIONS: list[Callable[[Sidecar, str | None], None]] = []
+    return Sidecar(config)
 
 
 def _time_option(value: str | None) -> Any:
@@ -479,7 +506,7 @@ def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | 
     return found[0] if found else trace_id
 
 
-@cli.command()
+@click.command()
 @store_options
 @run_filter_options(default_limit=100)
 def trajectories(
@@ -545,7 +572,7 @@ def _spool_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-@cli.group()
+@click.group()
 def spool() -> None:
     """Records the store refused even alone, set aside in <spool>/quarantine/ with the reason."""
 
@@ -639,11 +666,7 @@ def trajectory_summary(calls: Sequence[dict[str, Any]], width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-# Every migration `agenttrail schema` prints; extensions append theirs (as the evaluators do).
-SCHEMA_MIGRATIONS: list[Migration] = list(MIGRATIONS)
-
-
-@cli.command()
+@click.command()
 @click.option("--cluster", default=None, help="Print the DDL for this replicated ClickHouse cluster.")
 @click.option(
     "--replicas-only",
@@ -668,6 +691,7 @@ def schema(cluster: str | None, replicas_only: bool, database: str | None, confi
     from agenttrail.collector.cluster_ddl import cluster_ddl
 
     config = config_from({"database": database}, config_file)
+    migrations = current_wiring().schema_migrations
     retention = Retention(
         config.retention_spans_days, config.retention_trajectories_days, config.retention_scores_days
     )
@@ -676,15 +700,19 @@ def schema(cluster: str | None, replicas_only: bool, database: str | None, confi
     try:
         if cluster:
             statements = cluster_ddl(
-                SCHEMA_MIGRATIONS, cluster, config.database, retention, distributed=not replicas_only
+                migrations, cluster, config.database, retention, distributed=not replicas_only
             )
         else:
             statements = [MIGRATIONS_TABLE]
-            for migration in sorted(SCHEMA_MIGRATIONS, key=lambda m: m.version):
+            for migration in sorted(migrations, key=lambda m: m.version):
                 statements += [s for s in migration.statements if s not in statements]
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(";\n\n".join(statement.strip() for statement in statements) + ";")
+
+
+COLLECTOR_WIRING = Wiring(build_sidecar)
+cli = make_cli(COLLECTOR_WIRING)  # the collector alone; `agenttrail` is agenttrail.evaluators.cli.main's
 
 
 def main() -> None:

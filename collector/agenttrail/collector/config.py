@@ -7,7 +7,7 @@ A bad value raises ConfigError naming the setting, where it came from and what i
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -165,11 +165,6 @@ class SidecarConfig:
 assert {f.name for f in fields(SidecarConfig)} == set(_BY_NAME), "settings table and config class differ"
 
 
-# Top-level sections that belong to extensions (the evaluators add theirs), skipped when a file
-# has no `collector:` section and its top level is read as collector settings.
-EXTENSION_SECTIONS: set[str] = set()
-
-
 def read_config_document(path: str | Path, wanted: str | None = None) -> dict[str, Any]:
     """A YAML config file's top level (an empty file is {}); ConfigError naming the file, and the
     section the caller `wanted` from it, when it cannot be read, is not YAML or is not a mapping."""
@@ -202,13 +197,15 @@ def read_section(path: str | Path, name: str) -> dict[str, Any]:
     return section
 
 
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The `collector:` section of a YAML config file (top-level keys are accepted too)."""
+def read_config_file(path: str | Path, other_sections: Collection[str] = ()) -> dict[str, Any]:
+    """The `collector:` section of a YAML config file. A file without one holds the collector's
+    settings at its top level, beside `other_sections` (the evaluators' `judges:`, `alerts:`...),
+    which are skipped."""
     document = read_config_document(path)
     section = document.get("collector", document)
     if not isinstance(section, dict):
         raise ConfigError(f"config file {path}: 'collector' must be a mapping of settings")
-    return {key: value for key, value in section.items() if key not in EXTENSION_SECTIONS}
+    return {key: value for key, value in section.items() if key not in other_sections}
 
 
 def load_config(
@@ -216,9 +213,10 @@ def load_config(
     *,
     config_file: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
+    other_sections: Collection[str] = (),
 ) -> SidecarConfig:
     environ = os.environ if environ is None else environ
-    file_values = read_config_file(config_file) if config_file else {}
+    file_values = read_config_file(config_file, other_sections) if config_file else {}
     unknown = set(file_values) - set(_BY_NAME)
     if unknown:
         raise ConfigError(

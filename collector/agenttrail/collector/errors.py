@@ -1,6 +1,6 @@
 """The collector's exception tree. Foreign errors are translated into these at the boundary.
 
-AgentTrailError
+AgentTrailError            the root, from agenttrail.instrumentation.errors (every package reaches it)
 ├── ConfigError            a setting is missing or has a bad value
 ├── StoreError             ClickHouse refused or failed a statement
 │   ├── StoreRefused       ClickHouse refused the data itself (unparsable, constraint, ...)
@@ -12,9 +12,18 @@ AgentTrailError
 
 from __future__ import annotations
 
+from agenttrail.instrumentation.errors import AgentTrailError
 
-class AgentTrailError(Exception):
-    """Base of every error agenttrail raises on purpose."""
+__all__ = [
+    "AgentTrailError",
+    "ConfigError",
+    "OverloadedError",
+    "SpoolError",
+    "StoreError",
+    "StoreLocked",
+    "StoreRefused",
+    "StoreUnavailable",
+]
 
 
 class ConfigError(AgentTrailError):

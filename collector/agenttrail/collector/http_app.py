@@ -63,12 +63,12 @@ class HttpOptions:
     ingest_threads: int = 8  # threads running IngestPipeline.accept (it blocks on the spool)
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(AgentTrailError):
+    """The body grew past the size limit while being read (answered 413)."""
 
 
-class _BudgetSpent(Exception):
-    pass
+class _BudgetSpent(AgentTrailError):
+    """The shared in-flight byte budget cannot cover this body (answered 429)."""
 
 
 class _Reservation:

@@ -31,6 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.otlp_depth import truncate_deep_json, truncate_deep_values
 from agenttrail.instrumentation import attributes as attr
 
@@ -71,7 +72,7 @@ _STATUS_CODES = ("Unset", "Ok", "Error")
 _MAX_ERROR_MESSAGES = 5
 
 
-class OtlpDecodeError(ValueError):
+class OtlpDecodeError(AgentTrailError, ValueError):
     """The request body is not an OTLP trace export request at all."""
 
 

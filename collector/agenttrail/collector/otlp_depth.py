@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agenttrail.collector.errors import AgentTrailError
+
 MAX_VALUE_DEPTH = 32
 DEEP_VALUE_MARKER = f"[agenttrail: value nested deeper than {MAX_VALUE_DEPTH} levels was cut]"
 
@@ -30,8 +32,8 @@ _CHILDREN: dict[str, dict[int, str]] = {
 }
 
 
-class _Malformed(Exception):
-    pass
+class _Malformed(AgentTrailError):
+    """The bytes are not a well-formed protobuf message; the body is left as it came."""
 
 
 def _read_varint(data: bytes, offset: int) -> tuple[int, int]:

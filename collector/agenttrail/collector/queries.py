@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from agenttrail.collector.errors import AgentTrailError
+
 if TYPE_CHECKING:
     from agenttrail.collector.store import Store
 
@@ -19,7 +21,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HEX_ID = re.compile(r"^[0-9a-f]{8,32}$")  # a trace id or a prefix of one, as tables print
 
 
-class QueryError(ValueError):
+class QueryError(AgentTrailError, ValueError):
     """A filter value could not be understood; the message says which and how to write it."""
 
 

@@ -61,8 +61,7 @@ def test_help_imports_no_heavy_library(args: tuple[str, ...]) -> None:
 
 SERVE_PROBE = """
 import json, sys
-import agenttrail.evaluators.cli.main
-from agenttrail.collector.cli import build_sidecar
+from agenttrail.evaluators.composition import build_sidecar
 from agenttrail.collector.config import SidecarConfig
 sidecar = build_sidecar(SidecarConfig(store=sys.argv[1], grpc="127.0.0.1:0", http="127.0.0.1:0"), None)
 sidecar.start()
@@ -97,3 +96,26 @@ def test_lazy_commands_list_their_own_short_help() -> None:
         command = cli.get_command(None, name)  # type: ignore[arg-type]
         assert command is not None, name
         assert command.get_short_help_str(500) == summary, name
+
+
+REGISTRY_PROBE = """
+import importlib, json
+from agenttrail.collector.cli import cli as collector
+from agenttrail.evaluators.cli.main import cli as full
+before = [sorted(collector.commands), sorted(full.commands)]
+for name in ("alerts", "common", "criteria", "judges", "mcp", "monitoring", "offline", "read", "report"):
+    importlib.import_module("agenttrail.evaluators.cli." + name)
+print("\\n@@" + json.dumps([before, [sorted(collector.commands), sorted(full.commands)]]))
+"""
+
+
+def test_importing_a_command_module_registers_nothing() -> None:
+    """The group is built in one place (cli/main.py, wired to the composition root): importing the
+    command modules adds no command to any group, and the collector's own group keeps the
+    collector's commands only."""
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTRY_PROBE], capture_output=True, text=True, timeout=120, check=True
+    )
+    before, after = json.loads(done.stdout.rsplit("@@", 1)[1])
+    assert after == before
+    assert before[0] == ["schema", "serve", "spool", "trajectories"]

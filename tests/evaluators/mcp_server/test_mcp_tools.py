@@ -27,8 +27,7 @@ pytestmark = pytest.mark.timeout(900)  # the demo fill and serve's start on a lo
 AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 TOKEN = "mcp-test-token"
 DEMO = """
-import agenttrail.evaluators.cli.main
-from agenttrail.collector.cli import build_sidecar
+from agenttrail.evaluators.composition import build_sidecar
 from agenttrail.evaluators.demo.run import run_demo
 run_demo(runs=120, seed=7, keep={store!r}, serve=False, build=build_sidecar, report=None)
 """

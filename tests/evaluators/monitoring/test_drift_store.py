@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from agenttrail.collector.cli import cli
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.schema import migrate
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.cli.main import cli
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats

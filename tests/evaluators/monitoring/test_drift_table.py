@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.cli.main import cli
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 from agenttrail.evaluators.monitoring.display import format_effect, format_p, format_value
 
 from .synthetic import store_runs

@@ -29,7 +29,7 @@ from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift

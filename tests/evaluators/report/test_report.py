@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from agenttrail.collector.cli import cli
 from agenttrail.collector.schema import migrate
+from agenttrail.evaluators.cli.main import cli
 from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import parse_bucket
 from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
@@ -34,7 +34,6 @@ def seeded(store: Any) -> dict[str, Any]:
 
 
 def run_report(*args: str) -> Result:
-    import agenttrail.evaluators.cli.main  # noqa: F401  the full command set, as `agenttrail` has it
 
     return CliRunner().invoke(cli, ["report", *args], catch_exceptions=False)
 

@@ -1,7 +1,7 @@
 """`agenttrail alerts`: active and past alerts, their history, and `alerts test RULE` (a replay).
 
-Importing this module registers the command group on `cli`. While `serve` holds the embedded
-store, every subcommand asks the sidecar's read API (`/api/v1/alerts`, `/history`, `/test`);
+The group is added to `agenttrail` lazily by agenttrail.evaluators.cli.main. While `serve` holds
+the embedded store, every subcommand asks the sidecar's read API (`/api/v1/alerts`, `/history`, `/test`);
 `alerts test` then replays the rule as the sidecar has it configured.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from agenttrail.collector.cli import cli, cli_error, emit_rows, store_options
+from agenttrail.collector.cli import cli_error, emit_rows, store_options
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import parse_time
 from agenttrail.collector.store import Store
@@ -35,7 +35,7 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-@cli.group(invoke_without_command=True)
+@click.group(invoke_without_command=True)
 @store_options
 @click.option("--all", "show_all", is_flag=True, help="Also resolved alerts, not only pending and firing.")
 @click.option("--since", help="Only alerts updated since: ISO 8601 or a duration back from now (2h, 7d).")

@@ -7,9 +7,9 @@
     verify       do scores drop when steps or sentences are removed from a run?
     save/list/show  reviewed sets in the store, versioned; a saved set runs online as a judge
 
-Importing this module registers the group; `install_criteria` (which agenttrail.evaluators.cli.main
-installs into every sidecar) adds the criteria table, the store binding for `CriteriaJudge` and
-the `/api/v1/criteria-sets` read route.
+The sidecar's side (the criteria table, the store binding for `CriteriaJudge`, the
+`/api/v1/criteria-sets` read route) is judges/criteria/install.py, which the composition root
+installs.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import yaml
 
 from agenttrail.collector.cli import (
     SidecarApi,
-    cli,
     config_from,
     emit_rows,
     format_table,
@@ -35,13 +34,13 @@ from agenttrail.collector.cli import (
 )
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import migrate
-from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.cli.common import open_store
 from agenttrail.evaluators.judges.base import BudgetExhausted, ChatJudgeClient
 from agenttrail.evaluators.judges.criteria.consolidate import DEFAULT_THRESHOLD, consolidate
 from agenttrail.evaluators.judges.criteria.critic import propose_criteria
 from agenttrail.evaluators.judges.criteria.embeddings import make_embedder
-from agenttrail.evaluators.judges.criteria.judge import bind_store
+from agenttrail.evaluators.judges.criteria.install import SETS_ROUTE, read_sets
 from agenttrail.evaluators.judges.criteria.model import (
     CriteriaSet,
     Criterion,
@@ -69,55 +68,10 @@ from agenttrail.evaluators.judges.criteria.runs import (
 )
 from agenttrail.evaluators.judges.criteria.sets import (
     CRITERIA_MIGRATIONS,
-    StoredCriteriaSet,
     get_set,
-    latest_sets,
     save_set,
-    set_versions,
 )
 from agenttrail.evaluators.judges.criteria.verify import DEFAULT_SHARE, verify
-
-SETS_ROUTE = "/api/v1/criteria-sets"
-
-
-# --- the sidecar side -------------------------------------------------------------------------
-
-
-def stored_set_json(stored: StoredCriteriaSet) -> dict[str, Any]:
-    return {
-        "name": stored.criteria_set.name,
-        "version": stored.version,
-        "number": stored.number,
-        "content_hash": stored.content_hash,
-        "source": stored.source,
-        "saved_at_ms": stored.saved_at_ms,
-        "definition": stored.criteria_set.to_json(),
-    }
-
-
-def read_sets(store: Store, params: dict[str, str]) -> list[dict[str, Any]]:
-    """Newest version of every set, or every version (newest first) of `name`, or one `version`."""
-    name = params.get("name")
-    if not name:
-        return [stored_set_json(stored) for stored in latest_sets(store)]
-    if params.get("version"):
-        return [stored_set_json(get_set(store, name, int(params["version"])))]
-    return [stored_set_json(stored) for stored in set_versions(store, name)]
-
-
-def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
-    """The criteria table, the store saved-set judges read from, and the read route."""
-    sidecar.migrations.extend(CRITERIA_MIGRATIONS)
-    bind_store(sidecar.new_store)
-    read_store: list[Store] = []
-
-    def route(params: dict[str, str]) -> list[dict[str, Any]]:
-        if not read_store:
-            read_store.append(sidecar.new_store())
-        return read_sets(read_store[0], params)
-
-    sidecar.add_read_route(SETS_ROUTE, route)
-
 
 # --- shared options ---------------------------------------------------------------------------
 
@@ -234,8 +188,6 @@ class StoreArgs:
 
     def writable(self) -> Store:
         """The store itself; refuses politely while `serve` holds it (see `open_store`)."""
-        from agenttrail.evaluators.cli.main import open_store  # that module imports this one
-
         store = open_store(self.store, self.database, self.config_file)
         _migrate(store)
         return store
@@ -374,7 +326,7 @@ def _errors_to_click(function: Callable[..., None]) -> Callable[..., None]:
 # --- commands ---------------------------------------------------------------------------------
 
 
-@cli.group()
+@click.group()
 def criteria() -> None:
     """Discover evaluation criteria for an agent (AgentEval), check them, and save reviewed sets."""
 
@@ -813,4 +765,4 @@ def show_command(name: str, number: int | None, output_format: str, **options: A
         click.echo(f"# older versions: {', '.join(str(r['number']) for r in rows[1:])}", err=True)
 
 
-__all__ = ["criteria", "format_table", "install_criteria"]
+__all__ = ["criteria", "format_table"]

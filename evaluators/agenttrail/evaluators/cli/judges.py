@@ -19,7 +19,6 @@ import click
 
 from agenttrail.collector.cli import (
     SidecarApi,
-    cli,
     cli_error,
     config_from,
     emit_rows,
@@ -31,14 +30,15 @@ from agenttrail.collector.cli import (
 )
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.cli.main import ALL_MIGRATIONS, open_store
+from agenttrail.evaluators.cli.common import open_store
+from agenttrail.evaluators.composition import STORE_MIGRATIONS
 
 if TYPE_CHECKING:
     from agenttrail.collector.queries import TrajectoryFilter
     from agenttrail.evaluators.judges.config import JudgeSpec
 
 
-@cli.command()
+@click.command()
 @click.argument("trace_id", metavar="TRACE_ID")
 @store_options
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
@@ -69,7 +69,7 @@ def audit(
         subjects = audit_subjects(evaluator, judges, build_online_judges(judges))
         return audit_run(source, trace_id, subjects, lookback_s=evaluator.lookback_s)
 
-    rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, ALL_MIGRATIONS)
+    rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, STORE_MIGRATIONS)
     emit_rows(
         rows,
         output_format,
@@ -98,7 +98,7 @@ def _progress(report: dict[str, Any]) -> None:
     )
 
 
-@cli.command("backfill")
+@click.command("backfill")
 @click.option(
     "--judge", "judge_name", required=True, help="The configured judge to run (its current version)."
 )
@@ -229,7 +229,7 @@ def _backfill_in_sidecar(
     return report
 
 
-@cli.group()
+@click.group()
 def judges() -> None:
     """The LLM judges of the config file: list those in force, reload an edited judges section."""
 

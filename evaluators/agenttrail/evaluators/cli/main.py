@@ -1,8 +1,10 @@
 """The full `agenttrail` command: the collector's commands plus the evaluators'.
 
-Lives here because evaluators sit at the top of the dependency chain (evaluators may import
-the collector, never the reverse). Importing this module also installs the evaluator worker
-and the scores API into every sidecar that `serve` builds.
+The group is built here, once: `make_cli` gives it the collector's commands, wired to the
+evaluators' composition root (which sidecar `serve` builds, which migrations `schema` prints,
+which config sections are the evaluators'); the command groups of the other modules in this
+package load lazily by name, so `agenttrail --help` imports none of them. Importing a command
+module registers nothing.
 """
 
 from __future__ import annotations
@@ -10,21 +12,18 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from agenttrail.collector.cli import (
-    SCHEMA_MIGRATIONS,
-    SIDECAR_EXTENSIONS,
     BadInput,
-    LazyGroup,
     SidecarApi,
-    build_sidecar,
-    cli,
+    Wiring,
     cli_error,
     config_from,
     emit_rows,
+    make_cli,
     read_rows,
     read_via,
     resolve_trace_id,
@@ -32,114 +31,41 @@ from agenttrail.collector.cli import (
     run_filter_options,
     store_options,
 )
-from agenttrail.collector.config import EXTENSION_SECTIONS
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.cli.read import READ_MIGRATIONS
-from agenttrail.evaluators.judges.criteria.sets import CRITERIA_MIGRATIONS
-from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators import composition
+from agenttrail.evaluators.composition import STORE_MIGRATIONS
 
-if TYPE_CHECKING:
-    from agenttrail.collector.sidecar import Sidecar
-
-ALL_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS)
-
-
-def install_evaluator(sidecar: Sidecar, config_file: str | None) -> None:
-    """Add the evaluator's tables, worker and read API to a sidecar before it starts."""
-    from agenttrail.evaluators.admin.api import install_admin
-    from agenttrail.evaluators.api import install_api
-    from agenttrail.evaluators.judges import ClientPool
-    from agenttrail.evaluators.judges.setup import install_judges
-    from agenttrail.evaluators.monitoring.alerts.install import install_alerts
-    from agenttrail.evaluators.monitoring.export_install import install_export_and_report
-    from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
-    from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
-
-    config = EvaluatorConfig.from_file(config_file)
-    sidecar.migrations.extend(EVALUATOR_MIGRATIONS)
-    worker = EvaluatorWorker(sidecar.new_store, config)
-    sidecar.add_worker(worker)
-    read_store: list[Store] = []
-
-    def scores_route(params: dict[str, str]) -> list[dict[str, Any]]:
-        if not read_store:
-            read_store.append(sidecar.new_store())
-        return query_scores(read_store[0], ScoreFilter.from_params(params))
-
-    sidecar.add_read_route("/api/v1/scores", scores_route)
-    sidecar.on_assembled.append(worker.wake)
-    judge_clients = ClientPool()  # online and API judging share each model's budget
-    judges = install_judges(sidecar, config_file, config, judge_clients)
-    install_alerts(sidecar, config_file)
-    install_export_and_report(sidecar, config_file)
-    api_judges = install_api(sidecar, config.metrics, config_file, judge_clients)
-    judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
-    install_admin(sidecar, judges)
-
-
-def install_criteria(sidecar: Sidecar, config_file: str | None) -> None:
-    """The criteria table, saved-set judges' store and read route (agenttrail.evaluators.cli.criteria)."""
-    from agenttrail.evaluators.cli.criteria import install_criteria as install
-
-    install(sidecar, config_file)
-
-
-def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
-    """The drift table, monitor and stats/drift routes (agenttrail.evaluators.cli.monitoring)."""
-    from agenttrail.evaluators.cli.monitoring import install_monitoring as install
-
-    install(sidecar, config_file)
-
-
-def install_console(sidecar: Sidecar, config_file: str | None) -> None:
-    """The web console at /console and /api/v1/runs (agenttrail.evaluators.console.install)."""
-    from agenttrail.evaluators.console.install import install_console as install
-
-    install(sidecar, config_file)
-
-
-def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
-    """The MCP tools over streamable HTTP at /mcp/ (agenttrail.evaluators.mcp_server.install)."""
-    from agenttrail.evaluators.mcp_server.install import install_mcp as install
-
-    install(sidecar, config_file)
-
-
-# The order the command modules used to register themselves in: criteria first, so that judges
-# built by later extensions find its store binding.
-SIDECAR_EXTENSIONS.insert(0, install_criteria)
-SIDECAR_EXTENSIONS.append(install_monitoring)
-SIDECAR_EXTENSIONS.append(install_evaluator)
-SIDECAR_EXTENSIONS.append(install_console)  # after the evaluator: it finds its worker
-SIDECAR_EXTENSIONS.append(install_mcp)
-EXTENSION_SECTIONS.update(
-    ("evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria")
+cli = make_cli(
+    Wiring(
+        build_sidecar=composition.build_sidecar,
+        schema_migrations=composition.SCHEMA_MIGRATIONS,
+        config_sections=composition.CONFIG_SECTIONS,
+    )
 )
 
 # Commands whose modules load on use; `agenttrail --help` shows these short helps (kept equal to
 # the commands' own by tests/evaluators/cli/test_cli_start.py).
-assert isinstance(cli, LazyGroup)
 LAZY_COMMANDS = {
     "alerts": (
-        "agenttrail.evaluators.cli.alerts",
+        "agenttrail.evaluators.cli.alerts:alerts",
         "Pending and firing alerts (with --all, resolved ones too): state, since, value, rule, group.",
     ),
     "audit": (
-        "agenttrail.evaluators.cli.judges",
+        "agenttrail.evaluators.cli.judges:audit",
         "Every evaluator's decision on a run (the deterministic one and each configured judge).",
     ),
     "backfill": (
-        "agenttrail.evaluators.cli.judges",
+        "agenttrail.evaluators.cli.judges:backfill_command",
         "Judge past runs with a new or changed judge (its current version).",
     ),
     "criteria": (
-        "agenttrail.evaluators.cli.criteria",
+        "agenttrail.evaluators.cli.criteria:criteria",
         "Discover evaluation criteria for an agent (AgentEval), check them, and save reviewed sets.",
     ),
     "drift": (
-        "agenttrail.evaluators.cli.monitoring",
+        "agenttrail.evaluators.cli.monitoring:drift",
         "Compare each agent's recent window with a baseline, metric by metric, and call drift.",
     ),
     "evaluate": (
@@ -147,7 +73,7 @@ LAZY_COMMANDS = {
         "Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows).",
     ),
     "judges": (
-        "agenttrail.evaluators.cli.judges",
+        "agenttrail.evaluators.cli.judges:judges",
         "The LLM judges of the config file: list those in force, reload an edited judges section.",
     ),
     "mcp": (
@@ -155,35 +81,17 @@ LAZY_COMMANDS = {
         "Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio.",
     ),
     "report": (
-        "agenttrail.evaluators.cli.report",
+        "agenttrail.evaluators.cli.report:report_command",
         "Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with drift "
         "points and alert periods marked, and the worst runs with their trajectories.",
     ),
     "stats": (
-        "agenttrail.evaluators.cli.monitoring",
+        "agenttrail.evaluators.cli.monitoring:stats",
         "Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores.",
     ),
 }
 for _name, (_target, _help) in LAZY_COMMANDS.items():
     cli.add_lazy_command(_name, _target, _help)
-SCHEMA_MIGRATIONS.extend(m for m in (*READ_MIGRATIONS, *CRITERIA_MIGRATIONS) if m not in SCHEMA_MIGRATIONS)
-
-
-def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
-    """The store itself, for writing commands (created if missing); refuses politely while serve
-    holds an embedded store."""
-    config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, None, create=True)
-    if isinstance(source, SidecarApi):
-        raise click.ClickException(
-            f"the store is held by a running sidecar ({source.base_url}); stop it to change references, "
-            "or point --store at a ClickHouse server that both can share"
-        )
-    try:
-        migrate(source, ALL_MIGRATIONS)
-    except AgentTrailError as exc:
-        raise cli_error(exc) from exc
-    return source
 
 
 @cli.group()
@@ -214,7 +122,7 @@ def references_load(file: str, store: str | None, database: str | None, config_f
         counts = [len(answer.get(key, [])) for key in ("added", "updated", "unchanged")]
     else:
         try:
-            migrate(source, ALL_MIGRATIONS)
+            migrate(source, STORE_MIGRATIONS)
             result = store_reference_set(source, reference_set, source=file)
         except AgentTrailError as exc:
             raise cli_error(exc) from exc
@@ -239,7 +147,7 @@ def references_list(
         return reference_rows(source)
 
     config = config_from({"store": store, "database": database}, config_file)
-    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, ALL_MIGRATIONS)
+    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, STORE_MIGRATIONS)
     emit_rows(
         rows,
         output_format,
@@ -280,7 +188,12 @@ def scores(
     trace_id = resolve_trace_id(config, server, trace_id)
     where = ScoreFilter(run_filter(since, until, agent, task, trace_id, limit), metric)
     rows = read_rows(
-        config, server, "/api/v1/scores", where.to_params(), lambda s: query_scores(s, where), ALL_MIGRATIONS
+        config,
+        server,
+        "/api/v1/scores",
+        where.to_params(),
+        lambda s: query_scores(s, where),
+        STORE_MIGRATIONS,
     )
     emit_rows(
         rows,
@@ -315,7 +228,7 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
     try:
         evaluator_config = EvaluatorConfig.from_file(config_file)
         first = Store(location)
-        migrate(first, ALL_MIGRATIONS)
+        migrate(first, STORE_MIGRATIONS)
         evaluator = EvaluatorWorker(first.clone, evaluator_config)
         evaluator.start()
     except AgentTrailError as exc:
@@ -366,7 +279,7 @@ def demo(runs: int, seed: int, keep: str | None, report: str) -> None:
             seed=seed,
             keep=keep,
             serve=keep is not None,
-            build=build_sidecar,
+            build=composition.build_sidecar,
             report=report or None,
         )
     except AgentTrailError as exc:

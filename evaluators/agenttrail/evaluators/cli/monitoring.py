@@ -1,20 +1,16 @@
-"""`agenttrail stats` and `agenttrail drift`, their read routes, and the sidecar's drift monitor.
-
-Importing this module registers the commands on `cli`; agenttrail.evaluators.cli.main installs
-`install_monitoring` into every sidecar. scipy loads only where drift is computed here.
+"""`agenttrail stats` and `agenttrail drift` (their read routes and the sidecar's drift monitor
+are monitoring/install.py's). scipy loads only where drift is computed here.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from agenttrail.collector.cli import cli, cli_error, emit_rows, store_options
+from agenttrail.collector.cli import cli_error, emit_rows, store_options
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import QueryError
 from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, time_range, usage_errors
 from agenttrail.evaluators.monitoring.display import (
     STATUS_MARKS,
@@ -23,50 +19,14 @@ from agenttrail.evaluators.monitoring.display import (
     format_p,
     format_value,
 )
+from agenttrail.evaluators.monitoring.install import with_overrides
 from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, parse_bucket, query_stats, split_list
 
 if TYPE_CHECKING:
-    from agenttrail.collector.sidecar import Sidecar
-    from agenttrail.evaluators.monitoring.drift import DriftSettings
+    pass
 
 
-def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
-    """Add the drift_events table, the drift monitor (unless disabled) and the stats/drift routes."""
-    from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
-    from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
-    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
-    from agenttrail.evaluators.monitoring.route_store import lazy_store
-
-    config = DriftConfig.from_file(config_file)
-    sidecar.migrations.extend(MONITORING_MIGRATIONS)
-    if config.enabled:
-        sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
-    store = lazy_store(sidecar)
-    sidecar.add_read_route(
-        "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))
-    )
-
-    def drift_route(params: dict[str, str]) -> list[dict[str, Any]]:
-        params = dict(params)
-        settings = with_overrides(config.settings, params.pop("min_samples", None), params.pop("alpha", None))
-        return [r.to_json() for r in analyse_drift(store(), DriftQuery.from_params(params), settings)]
-
-    sidecar.add_read_route("/api/v1/drift", drift_route)
-
-
-def with_overrides(settings: DriftSettings, min_samples: Any, alpha: Any) -> DriftSettings:
-    """The settings with a per-request minimum sample size or alpha (text or number) applied."""
-    try:
-        if min_samples not in (None, ""):
-            settings = replace(settings, min_samples=int(min_samples))
-        if alpha not in (None, ""):
-            settings = replace(settings, alpha=float(alpha))
-    except ValueError as exc:
-        raise QueryError(f"min_samples must be a whole number and alpha a number: {exc}") from exc
-    return settings
-
-
-@cli.command()
+@click.command()
 @store_options
 @click.option(
     "--since", default="24h", show_default=True, help="Start: ISO 8601 or a duration back (2h, 7d)."
@@ -165,7 +125,7 @@ def _scores(metrics: dict[str, dict[str, Any]]) -> str:
     )
 
 
-@cli.command()
+@click.command()
 @store_options
 @click.option("--recent", default="1h", show_default=True, help="The recent window, ending now (or --now).")
 @click.option(

@@ -3,7 +3,7 @@
 
 `read_rows` asks the running sidecar's route while it holds the embedded store (or `--server`),
 else computes the rows on the store itself after migrating it to every table the sidecar has
-(`READ_MIGRATIONS`), so the drift and alert tables exist for whichever command runs first.
+(`composition.READ_MIGRATIONS`), so the drift and alert tables exist for whichever command runs first.
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ import click
 from agenttrail.collector.cli import config_from
 from agenttrail.collector.cli import read_rows as collector_read_rows
 from agenttrail.collector.queries import QueryError, parse_time
-from agenttrail.collector.schema import MIGRATIONS
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
-from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
-from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
-
-READ_MIGRATIONS = (*MIGRATIONS, *EVALUATOR_MIGRATIONS, *MONITORING_MIGRATIONS, *ALERT_MIGRATIONS)
+from agenttrail.evaluators.composition import READ_MIGRATIONS
 
 format_option = click.option(
     "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True

@@ -1,8 +1,7 @@
 """`agenttrail report`: write the monitoring report (HTML with embedded plots, or PNGs).
 
 Reads through the running sidecar's `/api/v1/report` while `serve` holds the embedded store (or
-from `--server`), else from the store itself, as the other read commands do. Importing this
-module adds the command to the `agenttrail` group.
+from `--server`), else from the store itself, as the other read commands do.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from agenttrail.collector.cli import cli, store_options
+from agenttrail.collector.cli import store_options
 from agenttrail.evaluators.cli.read import read_rows, server_option, time_range, usage_errors
 from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import parse_bucket
@@ -29,7 +28,7 @@ def _query(since: str, until: str | None, agent: str | None, bucket: str | None,
         )
 
 
-@cli.command("report")
+@click.command("report")
 @store_options
 @click.option(
     "--since",

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.scoring.reference_store import (
     LoadResult,
@@ -44,7 +45,7 @@ WHERE EvaluatorVersion = {version:String}
 """
 
 
-class ReferenceFormError(ValueError):
+class ReferenceFormError(AgentTrailError, ValueError):
     """What the user typed is not a valid reference; the message says which field and why."""
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agenttrail.collector.errors import AgentTrailError
+
 
 @dataclass(frozen=True, slots=True)
 class JudgeInput:
@@ -115,7 +117,7 @@ class Judge(Protocol):
     def evaluate(self, run: JudgeInput) -> list[JudgeResult]: ...
 
 
-class BudgetExhausted(Exception):
+class BudgetExhausted(AgentTrailError):
     """The judge budget for the current hour or day is spent; judging pauses until `resume_at`."""
 
     def __init__(self, message: str, resume_at: float) -> None:

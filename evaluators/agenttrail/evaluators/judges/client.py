@@ -40,7 +40,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
-from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.errors import AgentTrailError, ConfigError
 from agenttrail.evaluators.judges.base import JudgeCall, Validator
 from agenttrail.evaluators.judges.budget import BudgetTracker, JudgeBudget
 from agenttrail.evaluators.judges.validation import check_schema, parse_json_answer
@@ -202,7 +202,7 @@ class _Tally:
         )
 
 
-class _Failed(Exception):
+class _Failed(AgentTrailError):
     """A request that cannot succeed (retries spent, or refused); becomes JudgeCall.error."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, iso_utc
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.mcp_server.sql_guard import RefusedQuery, check_select
@@ -28,7 +29,7 @@ SQL_TIMEOUT_S = 10
 MAX_SPANS = 200  # get_run(spans=True): the first spans of the waterfall
 
 
-class ToolInputError(ValueError):
+class ToolInputError(AgentTrailError, ValueError):
     """The question cannot be answered as asked; the message says what to ask instead."""
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from agenttrail.collector.errors import AgentTrailError
+
 # system tables a query may read: schema and sizes, nothing about users, grants or settings.
 ALLOWED_SYSTEM_TABLES = frozenset(
     {"tables", "columns", "parts", "parts_columns", "functions", "table_functions", "one", "numbers"}
@@ -53,7 +55,7 @@ _TOKENS = re.compile(
 )
 
 
-class RefusedQuery(ValueError):
+class RefusedQuery(AgentTrailError, ValueError):
     """The query is not a single read-only SELECT the tool may run; the message says why."""
 
 

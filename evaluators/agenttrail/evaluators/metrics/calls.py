@@ -43,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
+from agenttrail.collector.errors import AgentTrailError
+
 
 class Absent(enum.Enum):
     """The type of ``ABSENT`` (a field the data did not carry, as distinct from JSON null) and of
@@ -62,7 +64,7 @@ NOT_CAPTURED: Final = Absent.NOT_CAPTURED
 metric not computable for the run (spec/metrics.md)."""
 
 
-class TrajectoryFormatError(ValueError):
+class TrajectoryFormatError(AgentTrailError, ValueError):
     """A trajectory that is in none of the accepted formats; the message names the position."""
 
 

@@ -45,6 +45,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, TypeVar
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.evaluators.metrics.calls import ABSENT, NOT_CAPTURED, ToolCall
 
 NamedMode: TypeAlias = Literal["exact", "ignore", "subset", "superset"]
@@ -60,7 +61,7 @@ L = TypeVar("L")
 R = TypeVar("R")
 
 
-class NotComputable(ValueError):
+class NotComputable(AgentTrailError, ValueError):
     """A metric cannot be computed for this run; the message says why (never scored as 0)."""
 
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.evaluators.metrics import ToolCall, TrajectoryFormatError, parse_trajectory
 from agenttrail.evaluators.scoring.references import REFERENCE_FIELDS
 
@@ -72,7 +73,7 @@ _TEXT_FIELDS: Final = frozenset((*QUERY_FIELDS, *RESPONSE_FIELDS, *EXPECTED_RESP
 _FAILURE_TEXT: Final = {"0": False, "1": True, "false": False, "true": True}
 
 
-class DatasetError(ValueError):
+class DatasetError(AgentTrailError, ValueError):
     """A dataset file that cannot be read or parsed at all; the message starts with its path."""
 
     def __init__(self, path: str | Path, reason: str) -> None:
@@ -115,7 +116,7 @@ class DatasetRow:
     line: int | None = None
 
 
-class _FieldError(Exception):
+class _FieldError(AgentTrailError):
     """Raised inside parse_row; becomes the row's RowError."""
 
     def __init__(self, name: str, message: str) -> None:

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.trajectory import NOT_CAPTURED as TRACED_NOT_CAPTURED
 from agenttrail.collector.trajectory import STATUS_ERROR, SpanEvent, SpanRecord, build_runs
 from agenttrail.collector.trajectory import ToolCall as TracedCall
@@ -54,7 +55,7 @@ T = TypeVar("T")
 _STATUS_TEXT = {StatusCode.UNSET: "Unset", StatusCode.OK: "Ok", StatusCode.ERROR: STATUS_ERROR}
 
 
-class AgentLoadError(ValueError):
+class AgentLoadError(AgentTrailError, ValueError):
     """A ``module:function`` spec that names no importable callable; the message says which part."""
 
 

@@ -45,6 +45,7 @@ from typing import Any, Final, TypeAlias
 
 import yaml
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.evaluators.metrics import (
     ABSENT,
     METRICS,
@@ -92,7 +93,7 @@ class ReferenceProblem:
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
 
-class ReferenceSetError(ValueError):
+class ReferenceSetError(AgentTrailError, ValueError):
     """A reference file that cannot be loaded; ``problems`` lists every problem found."""
 
     def __init__(self, source: str, problems: Sequence[ReferenceProblem]) -> None:

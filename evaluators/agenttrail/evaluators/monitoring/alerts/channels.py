@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.evaluators.monitoring.alerts.notify import (
     Notification,
     alertmanager_payload,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 _channel_log = logging.getLogger("agenttrail.evaluators.monitoring.alerts.delivery")
 
 
-class DeliveryError(Exception):
+class DeliveryError(AgentTrailError):
     """One attempt failed; `retry` says whether another attempt can help (not for a 4xx)."""
 
     def __init__(self, message: str, *, retry: bool = True) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.parsing import (
     parse_count,
@@ -67,7 +68,7 @@ class Scope:
         return [(label, GROUP_COLUMNS[label]) for label in self.group_by] + list(extra)
 
 
-class ParamError(ValueError):
+class ParamError(AgentTrailError, ValueError):
     """A rule parameter is missing or bad; `key` names it."""
 
     def __init__(self, key: str, message: str) -> None:
