@@ -1,4 +1,5 @@
-"""Monitoring benchmark: `agenttrail stats` and `agenttrail drift` over 1,000,000 stored runs.
+"""Monitoring benchmark: `agenttrail stats`, `drift`, `report` and the console's agent overview
+over 1,000,000 stored runs.
 
 Runs are generated inside the embedded store (INSERT ... SELECT from numbers()), spread over
 the last 7 days, 4 agents x 20 tasks x 2 models x 2 versions, with 2 % re-assembled (a second
@@ -19,9 +20,10 @@ from typing import Any
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.composition import STORE_MIGRATIONS
+from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
-from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
+from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 
 SPREAD_S = 7 * 86_400
@@ -93,7 +95,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Store(parse_store(args.store or str(Path(tmp) / "store"), "bench"))
-        migrate(store, (*STORE_MIGRATIONS, *MONITORING_MIGRATIONS))
+        started = time.perf_counter()
+        applied = migrate(store, READ_MIGRATIONS)  # every table serve makes (the report reads alerts too)
+        if applied and store.query("SELECT count() FROM trajectories")[0][0]:
+            print(f"migrations {applied} on the stored runs: {time.perf_counter() - started:.1f} s")
         now = datetime.now(UTC)
         if not store.query("SELECT count() FROM trajectories")[0][0]:
             started = time.perf_counter()
@@ -145,6 +150,39 @@ def main() -> None:
         ):
             results = timed(label, lambda d=drift: analyse_drift(store, d), repeat=1)
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
+        print("report (`agenttrail report` data: buckets, summary, worst runs, drift, alerts):")
+        for label, report in (
+            ("1 day, all agents", ReportQuery(since=day, until=until)),
+            ("7 days, all agents", ReportQuery(since=week, until=until)),
+            ("7 days, one agent", ReportQuery(since=week, until=until, agent="support-bot")),
+        ):
+            rows = timed(label, lambda r=report: report_rows(store, r))
+            print(f"    -> {len(rows)} rows")
+        print("console agent overview (the page's data, without rendering):")
+        for label, since in (("1 day", "1d"), ("7 days", "7d")):
+            found = timed(label, lambda s=since: agent_overview(store, "billing-bot", since=s, until=""))
+            print(f"    -> {found.runs:,} runs, {len(found.worst)} worst runs")
+        print("inserts of 1,000 runs (what the rollups' materialized views add to assembly):")
+        for label, changes in (
+            (
+                "first assemblies (Revision 1)",
+                "concat('n', toString(rand64()), TraceId) AS TraceId, 1 AS Revision",
+            ),
+            ("re-assemblies, same start (Revision + 1)", "Revision + 1 AS Revision, Version + 1 AS Version"),
+            (
+                "re-assemblies, start moved (Revision + 1)",
+                "Revision + 1 AS Revision, Version + 2 AS Version, Start + toIntervalSecond(7) AS Start",
+            ),
+        ):
+            timed(
+                label,
+                lambda c=changes: store.command(
+                    f"INSERT INTO trajectories SELECT * REPLACE ({c}) FROM trajectories "
+                    "WHERE TraceId IN (SELECT TraceId FROM trajectories WHERE Revision = 1 LIMIT 1000) "
+                    "AND Revision = 1"
+                ),
+                repeat=1,
+            )
         store.close()
 
 

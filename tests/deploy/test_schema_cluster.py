@@ -50,7 +50,7 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     for statement in statements:
         text = statement.rstrip(";")
         (formatted,) = store.query("SELECT formatQuery({q:String})", {"q": text})[0]
-        assert "ON CLUSTER prod" in formatted or formatted.startswith("INSERT INTO traces.schema_migrations")
+        assert "ON CLUSTER prod" in formatted or formatted.startswith("INSERT INTO traces.")
         engine = re.search(r"ENGINE = (\w+)", formatted)
         if engine:
             kinds[engine.group(1)] = kinds.get(engine.group(1), 0) + 1
@@ -63,6 +63,11 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     assert "replicated_deduplication_window_seconds = 604800" in joined
     assert "non_replicated" not in joined
     assert "FROM traces.otel_traces_local" in joined
+    # the rollups' views read each node's own rows; their one-off fill goes through the Distributed tables
+    assert "TO traces.runs_by_start_local" in joined
+    assert "FROM traces.trajectories_stored" in joined
+    assert "traces.trajectories_stored ON CLUSTER prod AS SELECT * FROM traces.trajectories_local" in joined
+    assert re.search(r"INSERT INTO traces\.runs_by_start .* FROM traces\.trajectories FINAL", joined)
     # projections and storage settings exist on the MergeTree tables only, not the Distributed ones
     storage_alters = re.findall(
         r"ALTER TABLE (\S+) ON CLUSTER prod (?:MODIFY SETTING|\w+ PROJECTION)", joined
@@ -124,7 +129,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     removes it."""
     migrate(store, tuple(all_migrations()))
     first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
-    assert len(first) == 5
+    assert len(first) == 7
     (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
     assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE trajectories")[0]
@@ -138,6 +143,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
         "ALTER TABLE otel_traces_trace_id_ts MODIFY TTL toDateTime(Start) + toIntervalDay(3)",
         "ALTER TABLE scores REMOVE TTL",
         "ALTER TABLE evaluation_decisions REMOVE TTL",
+        "ALTER TABLE scores_by_start REMOVE TTL",
     ]
     (ddl,) = store.query("SHOW CREATE TABLE scores")[0]
     assert "TTL" not in ddl

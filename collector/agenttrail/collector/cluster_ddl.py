@@ -27,8 +27,11 @@ _CREATE_TABLE = re.compile(r"^\s*CREATE TABLE IF NOT EXISTS (\w+) \(", re.S)
 _ENGINE = re.compile(r"ENGINE = (\w*MergeTree)(?:\(([^)]*)\))?")
 _ORDER_BY = re.compile(r"ORDER BY \(?(\w+)")
 _CREATE_VIEW = re.compile(
-    r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+) TO (\w+)(\s+AS SELECT .*\sFROM )(\w+)(.*)$", re.S
+    r"^\s*CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+) TO (\w+)(\s+AS SELECT .*)$", re.S
 )
+_CREATE_PLAIN_VIEW = re.compile(r"^\s*CREATE VIEW IF NOT EXISTS (\w+)(\s+AS SELECT .*)$", re.S)
+_INSERT_SELECT = re.compile(r"^\s*INSERT INTO (\w+)(\s.*)$", re.S)
+_SOURCE = re.compile(r"\b(FROM|JOIN) (\w+)\b")
 _ALTER = re.compile(r"^\s*ALTER TABLE (\w+) (.*)$", re.S)
 
 
@@ -46,6 +49,7 @@ class ClusterSchema:
         self.database = _ident(database)
         self.distributed = distributed
         self.tables: list[str] = []  # original names of the tables made, in order
+        self.views: list[str] = []  # plain views, made on every node under their own names
 
     def local(self, table: str) -> str:
         return f"{table}_local" if self.distributed else table
@@ -57,11 +61,20 @@ class ClusterSchema:
         if match := _CREATE_TABLE.match(statement):
             return self._create_table(match.group(1), statement[match.end() :])
         if match := _CREATE_VIEW.match(statement):
-            view, target, middle, source, rest = match.groups()
+            # Each node's view reads the rows stored on that node: the local tables.
+            view, target, select = match.groups()
             return [
                 f"CREATE MATERIALIZED VIEW IF NOT EXISTS {self.on(view)} "
-                f"TO {self.database}.{self.local(target)}{middle}{self.database}.{self.local(source)}{rest}"
+                f"TO {self.database}.{self.local(target)}{self._sources(select, local=True)}"
             ]
+        if match := _CREATE_PLAIN_VIEW.match(statement):
+            view, select = match.groups()
+            self.views.append(view)
+            return [f"CREATE VIEW IF NOT EXISTS {self.on(view)}{self._sources(select, local=True)}"]
+        if match := _INSERT_SELECT.match(statement):
+            # A one-off fill, run once against the cluster through the Distributed tables.
+            table, rest = match.groups()
+            return [f"INSERT INTO {self.database}.{table}{self._sources(rest, local=False)}"]
         if match := _ALTER.match(statement):
             table, change = match.groups()
             # Settings and projections belong to the MergeTree tables; a Distributed table has none.
@@ -71,6 +84,19 @@ class ClusterSchema:
                 names.append(table)
             return [f"ALTER TABLE {self.on(name)} {change.strip()}" for name in names]
         raise ValueError(f"no cluster form for this migration statement: {statement.strip()[:120]}")
+
+    def _sources(self, select: str, *, local: bool) -> str:
+        """`select` with every table it reads qualified by the database (the local tables if asked)."""
+
+        def qualify(match: re.Match[str]) -> str:
+            keyword, name = match.groups()
+            if name in self.tables:
+                return f"{keyword} {self.database}.{self.local(name) if local else name}"
+            if name in self.views:
+                return f"{keyword} {self.database}.{name}"
+            raise ValueError(f"this migration reads {name!r}, which no earlier migration makes")
+
+        return _SOURCE.sub(qualify, select)
 
     def _create_table(self, table: str, body: str) -> list[str]:
         engine = _ENGINE.search(body)

@@ -242,6 +242,9 @@ RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
     ("trajectories", "Start", "trajectories"),
     ("scores", "RunStart", "scores"),
     ("evaluation_decisions", "DecidedAt", "scores"),
+    # The monitoring rollups age with the rows they copy (evaluators/monitoring/rollups.py).
+    ("runs_by_start", "Start", "trajectories"),
+    ("scores_by_start", "RunStart", "scores"),
 )
 
 # A table-level TTL as ClickHouse prints it in the table's CREATE statement.

@@ -52,7 +52,7 @@ def trajectory_row(run: Run, *, version: int = 1, deleted: bool = False) -> tupl
 
 
 def score_rows(
-    run: Run, *, evaluator_version: str = "ev1", created: float | None = None
+    run: Run, *, evaluator_version: str = "ev1", created: float | None = None, revision: int = 1
 ) -> list[tuple[Any, ...]]:
     stamp = f"{created if created is not None else run.start + 1:.6f}"
     return [
@@ -68,7 +68,7 @@ def score_rows(
             run.agent,
             run.task,
             f"{run.start:.6f}",
-            1,
+            revision,
             1,
             "" if score is not None else "judge failed",
             stamp,

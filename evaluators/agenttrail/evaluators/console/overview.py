@@ -1,5 +1,9 @@
 """The Agent overview: `agenttrail stats` over time as charts, with releases, drift findings and
-alert firing intervals marked, the tools that fail most and the worst-scored runs."""
+alert firing intervals marked, the tools that fail most and the worst-scored runs.
+
+Every query reads the run-level rollups (monitoring/rollups.py), which are sorted by agent or
+metric and start time, so the page reads only the agent's period.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ from typing import Any
 from agenttrail.collector.queries import parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.console.charts import Band, Chart, Marker, Series
+from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_history
+from agenttrail.evaluators.monitoring.sources import runs_sql
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 
 _BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
@@ -33,9 +39,10 @@ def period(store: Store, agent: str, since: str, until: str) -> tuple[datetime, 
         start = parse_time(since)
         return start, parse_time(until) if until else datetime.now(UTC)
     rows = store.query(
-        "SELECT min(toUnixTimestamp64Micro(Start)), max(toUnixTimestamp64Micro(Start)), count() "
-        "FROM trajectories WHERE Agent = {agent:String} AND IsDeleted = 0 "
-        "AND Start >= now64(6) - toIntervalDay(1)",
+        runs_sql(
+            ["Agent = {agent:String}", "Start >= now64(6) - toIntervalDay(1)"],
+            "min(toUnixTimestamp64Micro(Start)), max(toUnixTimestamp64Micro(Start)), count()",
+        ),
         {"agent": agent},
     )
     first, last, count = rows[0] if rows else (0, 0, 0)
@@ -72,8 +79,8 @@ class Overview:
 
 def releases(store: Store, agent: str) -> list[Marker]:
     rows = store.query(
-        "SELECT AgentVersion, min(toUnixTimestamp64Micro(Start)) FROM trajectories "
-        "WHERE Agent = {agent:String} AND IsDeleted = 0 GROUP BY AgentVersion ORDER BY 2",
+        runs_sql(["Agent = {agent:String}"], "AgentVersion, min(toUnixTimestamp64Micro(Start))")
+        + " GROUP BY AgentVersion ORDER BY 2",
         {"agent": agent},
     )
     return [Marker(first / 1e6, f"v{version}" if version else "(no version)") for version, first in rows]
@@ -130,7 +137,7 @@ def worst_runs(store: Store, agent: str, start: float, end: float, limit: int = 
     rows = store.query(
         "SELECT s.TraceId, s.RootSpanId, any(s.Task), avg(s.Score), "
         "groupArrayIf(s.Metric, s.Label IN ('fail', 'failed')) "
-        "FROM scores AS s FINAL WHERE s.Agent = {agent:String} "
+        f"FROM {sources.SOURCE.scores} AS s FINAL WHERE s.Agent = {{agent:String}} "
         "AND s.RunStart >= fromUnixTimestamp64Micro({start:Int64}) "
         "AND s.RunStart <= fromUnixTimestamp64Micro({end:Int64}) "
         "AND s.Metric NOT IN ('latency', 'failure') AND s.Score IS NOT NULL "

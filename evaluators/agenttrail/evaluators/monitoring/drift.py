@@ -465,6 +465,9 @@ def analyse_drift(
     }
     filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
     params.update(filter_params)
+    # Both windows lie in [span_start, span_end): said as a plain range too, the rollups read only it.
+    bounds = (params["baseline_start"], params["baseline_end"], params["recent_start"], params["recent_end"])
+    params.update(span_start=min(bounds, key=float), span_end=max(bounds, key=float))
     windows: dict[str, tuple[Samples, Samples]] = {}
 
     def samples(agent: str, window: int) -> Samples:
@@ -473,8 +476,9 @@ def analyse_drift(
         return windows[agent][window]
 
     run_window = _window_sql("Start", "AgentVersion = {version:String}", query.baseline.version is not None)
+    in_span = _between("Start", "span_start", "span_end")
     counts = store.query(
-        runs_sql([*filters, f"({run_window}) >= 0"], f"Agent, {run_window} AS w, count()")
+        runs_sql([*filters, in_span, f"({run_window}) >= 0"], f"Agent, {run_window} AS w, count()")
         + " GROUP BY Agent, w",
         params,
     )
@@ -487,7 +491,7 @@ def analyse_drift(
     )
     columns = f"Agent, {run_window} AS w, Failure, LatencyS, ToolCount, ToolNames"
     for agent, window, failure, latency, length, tools in store.query(
-        runs_sql([*filters, "w >= 0", keep], columns) + " ORDER BY Agent, Start, TraceId", params
+        runs_sql([*filters, in_span, "w >= 0", keep], columns) + " ORDER BY Agent, Start, TraceId", params
     ):
         target = samples(agent, window)
         target.runs += 1
@@ -535,7 +539,8 @@ def _load_scores(
         + ")"
     )
     window = _window_sql("RunStart", in_version, query.baseline.version is not None)
-    where = [*filters, "Metric NOT IN {run_metrics:Array(String)}"]
+    in_span = _between("RunStart", "span_start", "span_end")
+    where = [*filters, in_span, "Metric NOT IN {run_metrics:Array(String)}"]
     params = {**params, "run_metrics": list(RUN_METRICS)}
     if query.metrics:
         where.append("Metric IN {metrics:Array(String)}")

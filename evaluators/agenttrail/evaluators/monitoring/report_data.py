@@ -90,17 +90,23 @@ class ReportQuery:
 _RUN_SUMMARY = """Agent, count(), sum(Failure), quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS),
 sum(ToolCount), sum(arrayCount(s -> s = 'error', ToolStatuses)), sum(InputTokens), sum(OutputTokens)"""
 _RUN_COLUMNS = """Agent, TraceId, RootSpanId, toUnixTimestamp64Micro(Start), Task, LatencyS, Failure,
-ErrorType, ToolCalls"""
+ErrorType"""
+_WORST_COLUMNS = "Agent, TraceId, RootSpanId, Start, Task, LatencyS, Failure, ErrorType"
 # The lowest mean score per run over its evaluation metrics, joined back to the run.
 _LOWEST_SCORED = """
 SELECT t.Agent, t.TraceId, t.RootSpanId, toUnixTimestamp64Micro(t.Start), t.Task, t.LatencyS, t.Failure,
-       t.ErrorType, t.ToolCalls, low.mean
+       t.ErrorType, low.mean
 FROM ({runs}) AS t
 INNER JOIN (
     SELECT Agent, TraceId, RootSpanId, avg(Score) AS mean FROM ({scores})
-    GROUP BY Agent, TraceId, RootSpanId ORDER BY mean ASC, TraceId LIMIT {{worst:UInt32}} BY Agent
+    GROUP BY Agent, TraceId, RootSpanId ORDER BY mean ASC, TraceId, RootSpanId LIMIT {{worst:UInt32}} BY Agent
 ) AS low ON t.TraceId = low.TraceId AND t.RootSpanId = low.RootSpanId
-ORDER BY t.Agent, low.mean ASC
+ORDER BY t.Agent, low.mean ASC, t.TraceId, t.RootSpanId
+"""
+# The worst runs' tool calls, which the rollups do not hold: a few runs by trace id, the table's key.
+_TOOL_CALLS = """
+SELECT TraceId, RootSpanId, ToolCalls FROM trajectories FINAL
+WHERE TraceId IN {traces:Array(String)} AND IsDeleted = 0
 """
 _DRIFT = """
 SELECT toUnixTimestamp64Micro(toDateTime64(DetectedAt, 6)), Agent, Task, Metric, Test, PValue, EffectSize,
@@ -186,38 +192,46 @@ def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
     scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
     by_agent = " LIMIT {worst:UInt32} BY Agent"
-    rows: list[dict[str, Any]] = []
+    found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
         (
             "failed",
-            runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC" + by_agent,
+            runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC, TraceId" + by_agent,
             params,
         ),
-        ("slowest", runs_sql(clauses, _RUN_COLUMNS) + " ORDER BY LatencyS DESC" + by_agent, params),
+        ("slowest", runs_sql(clauses, _RUN_COLUMNS) + " ORDER BY LatencyS DESC, TraceId" + by_agent, params),
         (
             "lowest_scored",
-            _LOWEST_SCORED.format(runs=runs_sql(clauses, "*"), scores=scores),
+            _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores),
             {**params, **score_params},
         ),
     ):
-        for found in store.query(sql, sql_params):
-            agent, trace_id, root, start_us, task, latency, failure, error_type, calls = found[:9]
-            rows.append(
-                {
-                    "kind": "worst",
-                    "why": why,
-                    "agent": agent,
-                    "trace_id": trace_id,
-                    "root_span_id": root,
-                    "start": iso_utc(start_us),
-                    "task": task,
-                    "latency_s": float(latency),
-                    "failure": int(failure),
-                    "error_type": error_type,
-                    "tool_calls": json.loads(calls) if calls else [],
-                    "mean_score": float(found[9]) if len(found) > 9 and found[9] is not None else None,
-                }
-            )
+        found_rows.extend((why, found) for found in store.query(sql, sql_params))
+    traces = sorted({found[1] for _, found in found_rows})
+    calls_of = {
+        (trace_id, root): calls
+        for trace_id, root, calls in (store.query(_TOOL_CALLS, {"traces": traces}) if traces else [])
+    }
+    rows: list[dict[str, Any]] = []
+    for why, found in found_rows:
+        agent, trace_id, root, start_us, task, latency, failure, error_type = found[:8]
+        calls = calls_of.get((trace_id, root), "")
+        rows.append(
+            {
+                "kind": "worst",
+                "why": why,
+                "agent": agent,
+                "trace_id": trace_id,
+                "root_span_id": root,
+                "start": iso_utc(start_us),
+                "task": task,
+                "latency_s": float(latency),
+                "failure": int(failure),
+                "error_type": error_type,
+                "tool_calls": json.loads(calls) if calls else [],
+                "mean_score": float(found[8]) if len(found) > 8 and found[8] is not None else None,
+            }
+        )
     return rows
 
 

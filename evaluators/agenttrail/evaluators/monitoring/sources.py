@@ -1,18 +1,23 @@
-"""The latest version of each stored run and score, as SQL that stats and drift both read from.
+"""The latest version of each stored run and score, as SQL that stats, drift and the report read.
 
-Measured on 1M runs (benchmarks/bench_monitoring.py): `FINAL` on the ReplacingMergeTree tables
-costs 1.5-2x a scan without de-duplication, while `argMax(..., Version)` grouped by
-(TraceId, RootSpanId) costs 3-10x (a hash table of every run id), so both tables are read with
-FINAL. The one case FINAL does not cover is a run scored by two evaluator versions (the metric
-set changed and the new version re-scored recent runs): only those metrics take the per-run
-argMax path, found by a cheap query first. Scores are not joined to runs (that join costs
-another 3-5x): the evaluator deletes the scores of runs that re-assembly deleted instead
-(scoring/deleted_runs.py), within seconds.
+They read the run-level rollups `runs_by_start` and `scores_by_start` (rollups.py): the latest
+live rows, sorted by start time, so a period reads only its own rows. Both are
+ReplacingMergeTree tables read with FINAL, as the base tables were (on 1M runs FINAL costs
+1.5-2x a scan without de-duplication, `argMax(..., Version)` grouped by run 3-10x). The one
+case FINAL does not cover is a run scored by two evaluator versions (the metric set changed and
+the new version re-scored recent runs): only those metrics take the per-run argMax path, found
+by a cheap query first. Scores are not joined to runs (that join costs another 3-5x): the
+evaluator deletes the scores of runs that re-assembly deleted instead (scoring/deleted_runs.py),
+within seconds.
+
+`BASE_TABLES` is the same SQL over `trajectories` and `scores` themselves, which the rollups'
+equivalence tests compare against.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agenttrail.collector.store import Store
@@ -20,17 +25,33 @@ from agenttrail.collector.store import Store
 # Reported from trajectories for every run; the evaluator also writes them as scores.
 RUN_METRICS = ("latency", "failure")
 
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """Where runs and scores are read from."""
+
+    runs: str
+    scores: str
+
+
+ROLLUPS = Tables("runs_by_start", "scores_by_start")
+BASE_TABLES = Tables("trajectories", "scores")
+SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
+
 _MULTI_VERSION = """
-SELECT Metric FROM scores
-WHERE RunStart >= {since:DateTime64(6)} AND RunStart < {until:DateTime64(6)}
+SELECT Metric FROM {table}
+WHERE RunStart >= {{since:DateTime64(6)}} AND RunStart < {{until:DateTime64(6)}}
 GROUP BY Metric HAVING uniqExact(EvaluatorVersion) > 1
 """
 
 
 def runs_sql(where: Sequence[str], columns: str) -> str:
-    """`columns` of the live runs (latest version, not deleted) matching every condition."""
+    """`columns` of the live runs (latest version, not deleted) matching every condition.
+
+    `columns` may name only what `runs_by_start` holds (no Input, Output, ToolCalls...).
+    """
     conditions = " AND ".join(("IsDeleted = 0", *where))
-    return f"SELECT {columns} FROM trajectories FINAL WHERE {conditions}"
+    return f"SELECT {columns} FROM {SOURCE.runs} FINAL WHERE {conditions}"
 
 
 def scores_sql(where: Sequence[str]) -> str:
@@ -39,19 +60,21 @@ def scores_sql(where: Sequence[str]) -> str:
     Needs the `multi_version` parameter from `multi_version_metrics`.
     """
     conditions = " AND ".join(("1", *where))
+    table = SOURCE.scores
     return f"""
-SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM scores FINAL
+SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
 WHERE {conditions} AND Metric NOT IN {{multi_version:Array(String)}}
 UNION ALL
 SELECT TraceId, RootSpanId, Metric, argMax(Score, CreatedAt), any(RunStart), any(Agent), any(Task)
-FROM scores FINAL WHERE {conditions} AND Metric IN {{multi_version:Array(String)}}
+FROM {table} FINAL WHERE {conditions} AND Metric IN {{multi_version:Array(String)}}
 GROUP BY TraceId, RootSpanId, Metric
 """
 
 
 def multi_version_metrics(store: Store, since: str, until: str) -> list[str]:
     """Metrics that more than one evaluator version scored for runs started in [since, until)."""
-    return [row[0] for row in store.query(_MULTI_VERSION, {"since": since, "until": until})]
+    sql = _MULTI_VERSION.format(table=SOURCE.scores)
+    return [row[0] for row in store.query(sql, {"since": since, "until": until})]
 
 
 def ts6(seconds: float) -> str:

@@ -8,6 +8,10 @@ counting in stats, drift, alerts and `/metrics`, which read `scores` without joi
 with a lightweight DELETE. It looks back an hour, so scores a worker wrote just after the
 deletion (it had picked the run before) are caught by a later sweep; a run that came back
 (a newer live row) keeps its scores.
+
+The monitoring rollup `scores_by_start` (monitoring/rollups.py) is filled by a materialized
+view, which never sees a DELETE: the sweep deletes there too, after the base table, so a score
+written between the two is still in `scores` and the next sweep deletes it from both.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ AND concat(TraceId, ':', RootSpanId) IN (
 )
 """
 _DELETE = """
-DELETE FROM scores
+DELETE FROM {table}
 WHERE TraceId IN {traces:Array(String)} AND concat(TraceId, ':', RootSpanId) IN {runs:Array(String)}
 """
 
@@ -47,11 +51,10 @@ def delete_scores_of_deleted_runs(store: Store, lookback_s: int = SWEEP_LOOKBACK
     stale = store.query(_STALE_SCORES, {"lookback": lookback_s})
     if not stale:
         return 0
-    store.command(
-        _DELETE,
-        {
-            "traces": sorted({trace_id for trace_id, _ in stale}),
-            "runs": [f"{trace_id}:{root}" for trace_id, root in stale],
-        },
-    )
+    runs = {
+        "traces": sorted({trace_id for trace_id, _ in stale}),
+        "runs": [f"{trace_id}:{root}" for trace_id, root in stale],
+    }
+    for table in ("scores", "scores_by_start"):
+        store.command(_DELETE.replace("{table}", table), runs)
     return len(stale)

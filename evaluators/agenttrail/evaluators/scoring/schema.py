@@ -1,9 +1,10 @@
 """The evaluators' tables, as migrations appended to the collector's (versions from 100;
-online judges 110-114)."""
+online judges 110-114; 116 the monitoring rollups, monitoring/rollups.py)."""
 
 from __future__ import annotations
 
 from agenttrail.collector.schema import Migration
+from agenttrail.evaluators.monitoring.rollups import ROLLUP_MIGRATIONS
 
 # Per task, every loaded version of its reference; the newest version applies.
 REFERENCES = """
@@ -91,4 +92,5 @@ EVALUATOR_MIGRATIONS: tuple[Migration, ...] = (
         (REFERENCES, SCORES, DECISIONS, HEARTBEATS),
     ),
     Migration(110, "judge results in scores: model, tokens, latency, cost, details", JUDGE_SCORE_COLUMNS),
+    *ROLLUP_MIGRATIONS,
 )

@@ -1,0 +1,160 @@
+"""Run-level rollups: the latest version of every run and score, sorted by time, kept by ClickHouse.
+
+`trajectories` and `scores` are sorted by trace id (re-assembly and point reads), so a query
+over a day of runs read every row of the table with FINAL: about 10 s on 1M runs under load.
+`runs_by_start` and `scores_by_start` hold the columns monitoring reads, sorted by agent (or
+metric) and start time, filled by materialized views as rows arrive; stats, drift, the report
+and the console's agent overview read a time range of them with FINAL, which reads only that
+range. They are partitioned by day of that time, which is part of their sorting key, so every
+version of a row is in one partition: a day whose partition has merged into one part is read
+without de-duplication work, and only the days still receiving rows pay for FINAL.
+
+The base tables are versioned (ReplacingMergeTree), and so are the copies, with the same
+version column: a re-assembled run that keeps its agent and start time replaces its older row
+in the copy as in the base table, with no extra work. A version under another key (a
+deletion row, whose start is the time of deletion; a start time that moved, as when an
+incomplete run's root span arrives) would leave the old row counted. For those, the `_moved`
+views look up the run's earlier rows in the base table and write a deletion marker under each
+earlier key. The lookup runs only for rows that can have an earlier row: deletions and
+revisions after the first (Revision != 1), a few percent of the rows, so first assemblies and
+first scores cost one plain copy each. The views read the base tables through the plain views
+`trajectories_stored` and `scores_stored`: inside a materialized view the table's own name
+means the inserted block only.
+
+What the copies do not see, the writers repeat: the sweep that deletes the scores of deleted
+runs (deleted_runs.py) deletes them from `scores_by_start` too, and retention ages both copies
+as it ages their base tables. Known gap: a run whose first assembly is stored twice (a crash
+between storing it and storing assembly state) with a different start the second time keeps
+both rows in the copy.
+
+Answers equal those of the queries over the base tables (tests/evaluators/monitoring/
+test_rollups.py holds this on re-assembled, moved, deleted and re-scored runs).
+"""
+
+from __future__ import annotations
+
+from agenttrail.collector.schema import Migration
+
+RUNS_BY_START = """
+CREATE TABLE IF NOT EXISTS runs_by_start (
+    Agent LowCardinality(String),
+    Start DateTime64(6),
+    TraceId String,
+    RootSpanId String,
+    AgentVersion String,
+    Task String,
+    Model LowCardinality(String),
+    LatencyS Float64,
+    Failure UInt8,
+    ErrorType String,
+    InputTokens UInt64,
+    OutputTokens UInt64,
+    ToolCount UInt32,
+    ToolNames Array(LowCardinality(String)),
+    ToolStatuses Array(LowCardinality(String)),
+    Version UInt64,
+    IsDeleted UInt8
+) ENGINE = ReplacingMergeTree(Version, IsDeleted)
+PARTITION BY toYYYYMMDD(Start)
+ORDER BY (Agent, Start, TraceId, RootSpanId)
+"""
+
+# Stats, drift and the report read evaluation metrics only; latency and failure come from the runs.
+SCORES_BY_START = """
+CREATE TABLE IF NOT EXISTS scores_by_start (
+    Metric LowCardinality(String),
+    RunStart DateTime64(6),
+    TraceId String,
+    RootSpanId String,
+    EvaluatorVersion LowCardinality(String),
+    Score Nullable(Float64),
+    Label String,
+    Agent LowCardinality(String),
+    Task String,
+    CreatedAt DateTime64(6),
+    IsDeleted UInt8
+) ENGINE = ReplacingMergeTree(CreatedAt, IsDeleted)
+PARTITION BY toYYYYMMDD(RunStart)
+ORDER BY (Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion)
+"""
+
+TRAJECTORIES_STORED = "CREATE VIEW IF NOT EXISTS trajectories_stored AS SELECT * FROM trajectories"
+SCORES_STORED = "CREATE VIEW IF NOT EXISTS scores_stored AS SELECT * FROM scores"
+
+_RUN_COLUMNS = (
+    "Agent, Start, TraceId, RootSpanId, AgentVersion, Task, Model, LatencyS, Failure, ErrorType, "
+    "InputTokens, OutputTokens, ToolCount, ToolNames, ToolStatuses, Version, IsDeleted"
+)
+_SCORE_COLUMNS = (
+    "Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion, Score, Label, Agent, Task, CreatedAt, "
+    "toUInt8(0) AS IsDeleted"
+)
+_EVALUATION_METRICS = "Metric NOT IN ('latency', 'failure')"
+
+RUNS_BY_START_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS runs_by_start_mv TO runs_by_start
+AS SELECT {_RUN_COLUMNS} FROM trajectories WHERE IsDeleted = 0
+"""
+
+# A deletion marker under every earlier key of a deleted or moved run, with the new version.
+RUNS_BY_START_MOVED_MV = """
+CREATE MATERIALIZED VIEW IF NOT EXISTS runs_by_start_moved_mv TO runs_by_start
+AS SELECT o.Agent AS Agent, o.Start AS Start, n.TraceId AS TraceId, n.RootSpanId AS RootSpanId,
+    n.Version AS Version, toUInt8(1) AS IsDeleted
+FROM trajectories AS n
+INNER JOIN (
+    SELECT TraceId, RootSpanId, Agent, Start, Version FROM trajectories_stored
+    WHERE TraceId IN (SELECT TraceId FROM trajectories WHERE Revision != 1 OR IsDeleted = 1)
+) AS o ON o.TraceId = n.TraceId AND o.RootSpanId = n.RootSpanId
+WHERE (n.Revision != 1 OR n.IsDeleted = 1) AND o.Version < n.Version
+  AND (n.IsDeleted = 1 OR o.Start != n.Start OR o.Agent != n.Agent)
+"""
+
+SCORES_BY_START_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS scores_by_start_mv TO scores_by_start
+AS SELECT {_SCORE_COLUMNS} FROM scores WHERE {_EVALUATION_METRICS}
+"""
+
+# A re-scored revision whose run start moved: a deletion marker under the score's earlier key.
+SCORES_BY_START_MOVED_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS scores_by_start_moved_mv TO scores_by_start
+AS SELECT n.Metric AS Metric, o.RunStart AS RunStart, n.TraceId AS TraceId, n.RootSpanId AS RootSpanId,
+    n.EvaluatorVersion AS EvaluatorVersion, n.CreatedAt AS CreatedAt, toUInt8(1) AS IsDeleted
+FROM scores AS n
+INNER JOIN (
+    SELECT TraceId, RootSpanId, Metric, EvaluatorVersion, RunStart, CreatedAt FROM scores_stored
+    WHERE TraceId IN (SELECT TraceId FROM scores WHERE Revision != 1 AND {_EVALUATION_METRICS})
+) AS o ON o.TraceId = n.TraceId AND o.RootSpanId = n.RootSpanId AND o.Metric = n.Metric
+    AND o.EvaluatorVersion = n.EvaluatorVersion
+WHERE n.Revision != 1 AND o.CreatedAt < n.CreatedAt AND o.RunStart != n.RunStart
+"""
+
+# Existing stores: the latest live rows, once (running it again only repeats rows the copies replace).
+FILL_RUNS_BY_START = (
+    f"INSERT INTO runs_by_start ({_RUN_COLUMNS}) "
+    f"SELECT {_RUN_COLUMNS} FROM trajectories FINAL WHERE IsDeleted = 0"
+)
+FILL_SCORES_BY_START = (
+    "INSERT INTO scores_by_start (Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion, Score, "
+    f"Label, Agent, Task, CreatedAt, IsDeleted) SELECT {_SCORE_COLUMNS} FROM scores FINAL "
+    f"WHERE {_EVALUATION_METRICS}"
+)
+
+ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        116,
+        "runs and scores by start time (monitoring rollups)",
+        (
+            RUNS_BY_START,
+            SCORES_BY_START,
+            TRAJECTORIES_STORED,
+            SCORES_STORED,
+            RUNS_BY_START_MV,
+            RUNS_BY_START_MOVED_MV,
+            SCORES_BY_START_MV,
+            SCORES_BY_START_MOVED_MV,
+            FILL_RUNS_BY_START,
+            FILL_SCORES_BY_START,
+        ),
+    ),
+)
