@@ -135,13 +135,14 @@ def test_png_format_writes_one_image_per_agent(
     assert [path.name for path in only.iterdir()] == ["agenttrail-helper.png"]
 
 
+@pytest.mark.timeout(600)  # a sidecar start, a seeded store and a report on a loaded 2-core machine
 def test_report_reads_through_a_running_sidecar(start_sidecar: Any, tmp_path: Path) -> None:
     """While serve holds the store, the report is read over its /api/v1/report route."""
     sidecar = start_sidecar()
     seed_runs(sidecar.store)
     address = f"http://{sidecar.http.address}"
     params = urllib.parse.urlencode({"since": "7h", "agent": "bot"})
-    with urllib.request.urlopen(f"{address}/api/v1/report?{params}", timeout=30) as response:
+    with urllib.request.urlopen(f"{address}/api/v1/report?{params}", timeout=120) as response:
         body = response.read().decode()
     assert '"kind": "summary"' in body
     assert '"agent": "helper"' not in body
