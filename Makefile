@@ -9,7 +9,7 @@ DEPLOY_STAMP := $(VENV)/.deploy-tools
 PEERS_JS := .peers/js/node_modules/.installed
 
 .PHONY: demo test lint typecheck unit bench install embeddings clean proto peers-js test-peers-js test-deploy \
-	test-frameworks test-browser mutation mutation-ci bench-pipeline
+	test-frameworks test-browser mutation mutation-ci bench-pipeline bench-assembly
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -96,6 +96,11 @@ bench: $(STAMP)
 # beside the previous figures (benchmarks/pipeline-baseline.json). About 3 minutes on two cores.
 bench-pipeline: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py
+
+# Trajectory assembly alone (benchmarks/bench_assembly.py): runs/s and runs per CPU-second from
+# spans already stored; --profile prints where the time goes. About a minute.
+bench-assembly: $(STAMP)
+	$(BIN)/python benchmarks/bench_assembly.py
 
 # A short soak (benchmarks/soak.py, not part of `make test`): 90 s of steady OTLP load with a
 # SIGKILL restart after 60 s, then acknowledged == stored and no duplicates (exit 1 otherwise).

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agenttrail.collector.assembly_sql import INSERT_PLAIN, WRITTEN
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreUnavailable
@@ -68,6 +69,9 @@ TRAJECTORY_COLUMNS = (
 ADDED_TRAJECTORY_COLUMNS = ("AvailableTools", "Incomplete")
 ASSEMBLED_COLUMNS = TRAJECTORY_COLUMNS + ADDED_TRAJECTORY_COLUMNS
 _IS_DELETED = TRAJECTORY_COLUMNS.index("IsDeleted")
+# ClickHouse spends about 0.2 CPU-s analysing the plain-trace query whatever its size, and then
+# ~0.25 ms a run against build_runs' ~1 ms: below this many traces a chunk is cheaper in Python.
+SQL_MIN_TRACES = 256
 _STATE_COLUMNS = ("TraceId", "AssembledThrough", "RunKeys", "Revision", "Version")
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
@@ -157,8 +161,10 @@ class Assembler(BackgroundLoop):
         quiet_period_s: float = 2.0,
         idle_timeout_s: float = 30.0,
         poll_interval_s: float = 0.1,
-        max_traces_per_query: int = 500,
+        max_traces_per_query: int = 4000,
         recovery_lookback_s: int = 86_400,
+        sql_assembly: bool = True,
+        sql_min_traces: int = SQL_MIN_TRACES,
     ) -> None:
         super().__init__(
             what="trajectory assembly", thread_name="agenttrail-assembler", poll_interval_s=poll_interval_s
@@ -172,7 +178,12 @@ class Assembler(BackgroundLoop):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._busy = False
+        # Plain traces are assembled by ClickHouse (assembly_sql) in chunks of at least
+        # sql_min_traces; False: all by build_runs.
+        self.sql_assembly = sql_assembly
+        self.sql_min_traces = sql_min_traces
         self.assembled_runs = 0
+        self.plain_runs = 0  # of which assembled by ClickHouse
         self.failures = 0
         # Called after trajectories were written (the evaluator wakes up on it).
         self.listeners: list[Callable[[], None]] = []
@@ -292,22 +303,30 @@ class Assembler(BackgroundLoop):
 
     def _assemble(self, through: dict[str, float]) -> int:
         ids = list(through)
-        spans = self._read_spans(ids)
         previous = {
             row[0]: (list(row[1]), int(row[2])) for row in self._store.query(_STATE_QUERY, {"ids": ids})
         }
         now = time.time()
         version = time.time_ns()
+        bounds = self._bounds(ids)
+        plain: dict[str, str] = {}
+        if bounds is not None and self.sql_assembly and len(ids) >= self.sql_min_traces:
+            plain = self._assemble_plain(ids, bounds, previous, now, version)
+        rest = [trace_id for trace_id in ids if trace_id not in plain]
+        spans = self._read_spans(rest, bounds) if rest and bounds is not None else {}
         trajectory_rows: list[tuple[Any, ...]] = []
         state_rows: list[tuple[Any, ...]] = []
         for trace_id in ids:
-            runs = build_runs(spans.get(trace_id, []))
             old_keys, old_revision = previous.get(trace_id, ([], 0))
             revision = old_revision + 1
-            keys = [run.root_span_id for run in runs]
-            trajectory_rows.extend(
-                trajectory_row(run, revision=revision, assembled_at=now, version=version) for run in runs
-            )
+            if trace_id in plain:
+                keys = [plain[trace_id]]  # its one run is stored already
+            else:
+                runs = build_runs(spans.get(trace_id, []))
+                keys = [run.root_span_id for run in runs]
+                trajectory_rows.extend(
+                    trajectory_row(run, revision=revision, assembled_at=now, version=version) for run in runs
+                )
             trajectory_rows.extend(
                 deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
             )
@@ -315,22 +334,50 @@ class Assembler(BackgroundLoop):
         self._store.insert_rows("trajectories", ASSEMBLED_COLUMNS, trajectory_rows)
         # State last: a crash before it only means the trace is assembled again.
         self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
-        runs_written = sum(1 for row in trajectory_rows if not row[_IS_DELETED])
+        runs_written = len(plain) + sum(1 for row in trajectory_rows if not row[_IS_DELETED])
         self.assembled_runs += runs_written
+        self.plain_runs += len(plain)
         for listener in self.listeners:
             listener()
         return runs_written
 
-    def _read_spans(self, ids: list[str]) -> dict[str, list[SpanRecord]]:
+    def _bounds(self, ids: list[str]) -> tuple[str, str] | None:
+        """The time range the traces' spans lie in, or None when none of them is stored."""
         bounds = self._store.query(_RANGE_QUERY, {"ids": ids})
         since, until = bounds[0] if bounds else (None, None)
         if not since or not until:
-            return {}
+            return None
         # The lookup table has second resolution; widen by one second on each side.
+        return _ts6(since - 1), _ts6(until + 1)
+
+    def _assemble_plain(
+        self,
+        ids: list[str],
+        bounds: tuple[str, str],
+        previous: dict[str, tuple[list[str], int]],
+        now: float,
+        version: int,
+    ) -> dict[str, str]:
+        """Store the runs of the plain traces in ClickHouse (assembly_sql); their run keys."""
+        self._store.command(
+            INSERT_PLAIN,
+            {
+                "ids": ids,
+                "since": bounds[0],
+                "until": bounds[1],
+                "revision_ids": ids,
+                "revisions": [previous.get(trace_id, ([], 0))[1] + 1 for trace_id in ids],
+                "assembled_at": _ts6(now),
+                "version": version,
+            },
+        )
+        return {row[0]: row[1] for row in self._store.query(WRITTEN, {"ids": ids, "version": version})}
+
+    def _read_spans(self, ids: list[str], bounds: tuple[str, str]) -> dict[str, list[SpanRecord]]:
         params = {
             "ids": ids,
-            "since": _ts6(since - 1),
-            "until": _ts6(until + 1),
+            "since": bounds[0],
+            "until": bounds[1],
             "keys": TRAJECTORY_ATTRIBUTES,
             "prefixes": TRAJECTORY_ATTRIBUTE_PREFIXES,
             "event_keys": list(EVENT_ATTRIBUTES),

@@ -1,0 +1,113 @@
+"""Trajectory assembly alone: runs/s from stored spans to stored `trajectories` rows.
+
+bench_ingest's agent-shaped requests (512 spans, 64 runs of 8 spans) are stored through the
+ingest pipeline into an embedded store first (not timed); then one `Assembler` assembles every
+trace at once (quiet period 0) and the time of that pass gives runs/s. `--profile` runs the pass
+under cProfile and prints where the time went (reading spans, building runs, rendering rows, the
+INSERT). Prints figures; asserts nothing.
+
+    python benchmarks/bench_assembly.py [--requests 200] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_ingest import SPANS_PER_REQUEST, agent_request
+
+from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.ingest import IngestPipeline
+from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.store import Store, parse_store
+
+
+def load(store: Store, spool: Path, requests: int) -> dict[str, bool]:
+    """Store `requests` agent requests through the real ingest path; the traces it stored."""
+    traces: dict[str, bool] = {}
+
+    def stored(batch: dict[str, bool], arrived_at: float) -> None:
+        traces.update(batch)
+
+    pipeline = IngestPipeline(
+        store.clone(), spool, max_queue_rows=requests * SPANS_PER_REQUEST + 1, on_stored=stored
+    )
+    pipeline.start()
+    for index in range(requests):
+        pipeline.accept(agent_request(index))
+    if not pipeline.flush(timeout_s=600):
+        sys.exit("the spans were not stored in 10 minutes")
+    pipeline.stop()
+    return traces
+
+
+def assemble(
+    store: Store, traces: dict[str, bool], profile: bool, sql: bool, chunk: int
+) -> tuple[float, float, int, str]:
+    assembler = Assembler(
+        store.clone(), quiet_period_s=0.0, idle_timeout_s=0.0, sql_assembly=sql, max_traces_per_query=chunk
+    )
+    assembler.notify(traces, time.time())
+    profiler = cProfile.Profile() if profile else None
+    started, cpu_started = time.perf_counter(), time.process_time()
+    if profiler is not None:
+        profiler.enable()
+    runs = assembler.assemble_due()
+    if profiler is not None:
+        profiler.disable()
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    report = ""
+    if profiler is not None:
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(40)
+        report = text.getvalue()
+    return elapsed, cpu, runs, report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=200, help="requests of 512 spans (64 runs) to store")
+    parser.add_argument("--profile", action="store_true", help="print the cProfile of the assembly pass")
+    parser.add_argument(
+        "--python-only", action="store_true", help="assemble every trace with build_runs (no SQL path)"
+    )
+    parser.add_argument("--chunk", type=int, default=4000, help="traces per assembly query (default 4,000)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="agenttrail-bench-assembly-") as tmp:
+        store = Store(parse_store(str(Path(tmp) / "store")))
+        migrate(store, MIGRATIONS)
+        load_started = time.perf_counter()
+        traces = load(store, Path(tmp) / "spool", args.requests)
+        loaded = time.perf_counter() - load_started
+        # Merge what the load wrote first: the merges would otherwise run during the timed pass
+        # and count in its CPU time.
+        for table in ("otel_traces", "otel_traces_trace_id_ts", "trace_arrivals"):
+            store.command(f"OPTIMIZE TABLE {table} FINAL")
+        elapsed, cpu, runs, report = assemble(store, traces, args.profile, not args.python_only, args.chunk)
+        stored = store.query("SELECT count() FROM trajectories WHERE NOT IsDeleted")[0][0]
+        store.close()
+    spans = args.requests * SPANS_PER_REQUEST
+    path = "build_runs only" if args.python_only else "plain traces in ClickHouse, the rest build_runs"
+    print(f"assembly ({path}): {spans:,} spans stored in {loaded:.1f} s; {len(traces):,} traces assembled")
+    print(f"  runs written      {runs:>10,}   (rows in trajectories: {stored:,})")
+    print(f"  assembly time s   {elapsed:>10.2f}")
+    print(f"  process CPU s     {cpu:>10.2f}   (all threads, chDB's included)")
+    print(f"  runs/s            {runs / elapsed:>10,.0f}")
+    print(f"  runs/CPU-s        {runs / cpu:>10,.0f}")
+    print(f"  spans/s           {runs * 8 / elapsed:>10,.0f}")
+    if report:
+        print(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,396 @@
+"""Plain traces assembled in ClickHouse (assembly_sql) give the trajectories build_runs gives.
+
+build_runs is the definition; the SQL path may only take a trace when it gets the same result.
+Each random trace is stored twice under two trace ids, one assembled with the SQL path on, one
+with it off (build_runs alone), and the stored rows are compared: every column, the JSON
+columns as the values they hold (the SQL path stores an attribute's JSON text as it came, Python
+re-encodes it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from otlp_builders import new_span_id, new_trace_id
+
+from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.otlp_decode import ns_to_clickhouse
+from agenttrail.collector.trajectory import SpanEvent, SpanRecord
+
+BASE_NS = 1_750_000_000_000_000_000
+_SPAN_COLUMNS = (
+    "Timestamp",
+    "TraceId",
+    "SpanId",
+    "ParentSpanId",
+    "SpanName",
+    "ServiceName",
+    "SpanAttributes",
+    "Duration",
+    "StatusCode",
+    "StatusMessage",
+    "Events.Timestamp",
+    "Events.Name",
+    "Events.Attributes",
+)
+_JSON_COLUMNS = ("Input", "Output", "ToolCalls", "AvailableTools")
+_ROWS = """
+SELECT * EXCEPT (TraceId, AssembledAt, Version) FROM trajectories FINAL
+WHERE TraceId = {trace:String} ORDER BY RootSpanId
+"""
+
+
+def store_spans(store: Any, trace_id: str, spans: list[SpanRecord]) -> None:
+    rows = [
+        (
+            ns_to_clickhouse(s.start_ns),
+            trace_id,
+            s.span_id,
+            s.parent_span_id,
+            s.name,
+            s.service_name,
+            dict(s.attributes),
+            s.duration_ns,
+            s.status_code,
+            s.status_message,
+            [ns_to_clickhouse(e.time_ns) for e in s.events],
+            [e.name for e in s.events],
+            [dict(e.attributes) for e in s.events],
+        )
+        for s in spans
+    ]
+    store.insert_rows("otel_traces", _SPAN_COLUMNS, rows)
+
+
+def stored_runs(store: Any, trace_id: str) -> list[dict[str, Any]]:
+    names, rows = store.query_with_names(
+        _ROWS.replace("{trace:String}", "'" + trace_id + "'")  # a hex id of our own
+    )
+    runs = []
+    for row in rows:
+        run = dict(zip(names, row, strict=True))
+        for column in _JSON_COLUMNS:
+            run[column] = json.loads(run[column]) if run[column] else run[column]
+        runs.append(run)
+    return runs
+
+
+def assemble_both(store: Any, traces: list[list[SpanRecord]]) -> tuple[list[tuple[Any, Any]], int]:
+    """Each trace through the SQL path and through build_runs alone: the pairs of stored runs,
+    and how many runs the SQL path took."""
+    pairs = []
+    by_sql = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1)
+    by_python = Assembler(store.clone(), quiet_period_s=0.0, sql_assembly=False)
+    for spans in traces:
+        sql_id, python_id = new_trace_id(), new_trace_id()
+        store_spans(store, sql_id, spans)
+        store_spans(store, python_id, spans)
+        by_sql.notify({sql_id: True}, time.time())
+        by_python.notify({python_id: True}, time.time())
+        pairs.append((sql_id, python_id))
+    by_sql.assemble_due()
+    by_python.assemble_due()
+    assert by_sql.failures == 0
+    assert by_python.failures == 0
+    return [(stored_runs(store, a), stored_runs(store, b)) for a, b in pairs], by_sql.plain_runs
+
+
+_PLAIN_TEXTS = [
+    '{"order_id": 7, "reason": "broken"}',
+    '{"kwargs": {"a": 1}, "args": []}',
+    '{"kwargs": {"a": 1}}',
+    "[1, 2.5, null, true]",
+    '"quoted"',
+    "42",
+    "null",
+    " null ",
+    "",
+    "plain text",
+    '{"a": "é ü 日本"}',
+    "ünïcode text",
+    '{"a": 1, "a": 2}',
+    "12345678901234567890123",
+    '  {"x": [1, {"y": "z"}]}  ',
+]
+# Texts Python's json and ClickHouse's validator read differently, or that look like JSON but
+# are not: they must send the trace to build_runs.
+_ODD_TEXTS = ["1E400", "NaN", "[NaN]", "-Infinity", "no", "{not json", "[" * 600 + "]" * 600]
+_PLAIN_IDS = ["call_1", "call_2", "", "<not specified>", "NONE", "n/a"]
+_PLAIN_TOKENS = ["12", "0", "", "0012"]
+# Each trace is drawn either within the values the SQL path must handle (`odd` False), or with
+# anything, values and shapes that must send it to build_runs included.
+_VALUES = {
+    False: (st.sampled_from(_PLAIN_TEXTS), st.sampled_from(_PLAIN_IDS), st.sampled_from(_PLAIN_TOKENS)),
+    True: (
+        st.sampled_from(_PLAIN_TEXTS + _ODD_TEXTS),
+        st.sampled_from([*_PLAIN_IDS, " spaced ", "x\ty"]),
+        st.sampled_from([*_PLAIN_TOKENS, "1e3", "abc", "7.5", "١٢"]),
+    ),
+}
+_NAMES = st.sampled_from(["lookup", "search", "refund"])
+
+
+@st.composite
+def attributes(draw: st.DrawFn, role: str, odd: bool) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    texts, ids, tokens = _VALUES[odd]
+
+    def maybe(key: str, value: st.SearchStrategy[str]) -> None:
+        if draw(st.booleans()):
+            attrs[key] = draw(value)
+
+    def rarely(key: str, value: st.SearchStrategy[str]) -> None:
+        # Shapes that make a trace not plain: rare, so that most traces test the SQL path.
+        if odd and draw(st.booleans()):
+            attrs[key] = draw(value)
+
+    if role == "agent":
+        attrs.update(
+            draw(
+                st.sampled_from(
+                    [
+                        {"gen_ai.operation.name": "invoke_agent"},
+                        {"openinference.span.kind": "AGENT"},
+                        {"openinference.span.kind": "agent"},
+                        {"traceloop.span.kind": "workflow"},
+                    ]
+                )
+            )
+        )
+        if draw(st.integers(0, 5)):
+            attrs["gen_ai.agent.name"] = draw(st.sampled_from(["support", "router"]))
+        maybe("gen_ai.agent.name", st.sampled_from(["support", "", "router"]))
+        maybe("agent.name", st.sampled_from(["oi-agent", ""]))
+        maybe("traceloop.entity.name", st.sampled_from(["tl-agent", ""]))
+        maybe("gen_ai.agent.id", st.sampled_from(["a-1", ""]))
+        maybe("gen_ai.agent.version", st.sampled_from(["1.2", ""]))
+        maybe("agenttrail.task", st.sampled_from(["refund", ""]))
+        maybe("gen_ai.conversation.id", st.sampled_from(["c-1", ""]))
+        maybe("session.id", st.sampled_from(["s-1", ""]))
+        maybe("input.value", texts)
+        maybe("output.value", texts)
+        maybe("traceloop.entity.input", texts)
+        rarely("gen_ai.tool.definitions", st.just('[{"name": "lookup", "description": "d"}]'))
+        rarely("agenttrail.judge", st.sampled_from(["true", "false"]))
+    elif role == "tool":
+        attrs.update(
+            draw(
+                st.sampled_from(
+                    [
+                        {"gen_ai.operation.name": "execute_tool"},
+                        {"openinference.span.kind": "TOOL"},
+                        {"traceloop.span.kind": "tool"},
+                    ]
+                )
+            )
+        )
+        maybe("gen_ai.tool.name", _NAMES)
+        maybe("tool.name", _NAMES)
+        maybe("gen_ai.tool.call.id", ids)
+        maybe("tool_call.id", ids)
+        maybe("gen_ai.tool.call.arguments", texts)
+        maybe("input.value", texts)
+        maybe("gen_ai.tool.call.result", texts)
+        maybe("output.value", texts)
+        maybe("traceloop.entity.output", texts)
+        maybe("gen_ai.tool.description", st.sampled_from(["Find an order", ""]))
+        maybe("tool.description", st.sampled_from(["Search", ""]))
+        maybe("gen_ai.tool.json_schema", texts)
+        maybe("tool.parameters", st.sampled_from(['{"type": "object"}', "[]", ""]))
+        maybe("error.type", st.sampled_from(["Timeout", ""]))
+    elif role == "model":
+        attrs.update(
+            draw(
+                st.sampled_from(
+                    [
+                        {"gen_ai.operation.name": "chat"},
+                        {"openinference.span.kind": "LLM"},
+                        {"llm.request.type": "chat"},
+                    ]
+                )
+            )
+        )
+        maybe("gen_ai.usage.input_tokens", tokens)
+        maybe("gen_ai.usage.output_tokens", tokens)
+        maybe("gen_ai.usage.prompt_tokens", tokens)
+        maybe("llm.token_count.completion", tokens)
+        maybe("gen_ai.request.model", st.sampled_from(["gpt-4o", ""]))
+        maybe("gen_ai.response.model", st.sampled_from(["gpt-4o-2024", ""]))
+        maybe("llm.model_name", st.sampled_from(["llama", ""]))
+        rarely(
+            "gen_ai.output.messages",
+            st.just(
+                '[{"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup"}]}]'
+            ),
+        )
+        rarely("llm.output_messages.0.message.tool_calls.0.tool_call.function.name", _NAMES)
+    else:
+        maybe("http.method", st.just("GET"))
+    return attrs
+
+
+_PLAIN_EVENTS = [("exception", {"exception.type": "ValueError"}), ("exception", {}), ("log", {})]
+_EVENTS = {
+    False: st.lists(st.sampled_from(_PLAIN_EVENTS), max_size=2),
+    True: st.lists(
+        st.sampled_from(
+            [
+                *_PLAIN_EVENTS,
+                ("exception", {"exception.type": ""}),
+                ("gen_ai.tool.message", {"id": "call_9", "content": "{}"}),
+            ]
+        ),
+        max_size=2,
+    ),
+}
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> list[SpanRecord]:
+    """Plain traces (one agent root, direct children), or traces bent in random ways."""
+    odd = draw(st.booleans())
+    root_id = new_span_id()
+    child_roles = ["tool", "tool", "model", "other", "agent"] if odd else ["tool", "tool", "model", "other"]
+    roles = draw(st.lists(st.sampled_from(child_roles), max_size=6))
+    spans: list[SpanRecord] = []
+    ids = [root_id]
+    root_parent = new_span_id() if odd and draw(st.booleans()) else ""
+    for index, role in enumerate(["agent", *roles]):
+        span_id = root_id if index == 0 else new_span_id()
+        if index == 0:
+            parent = root_parent
+        else:
+            bent = odd and draw(st.booleans())
+            parent = draw(st.sampled_from([*ids, new_span_id()])) if bent else root_id
+        start = BASE_NS + draw(st.integers(0, 5)) * 1_000_000 + index
+        events = tuple(SpanEvent(name, start, attrs) for name, attrs in draw(_EVENTS[odd]))
+        spans.append(
+            SpanRecord(
+                trace_id="",
+                span_id=span_id,
+                parent_span_id=parent,
+                name=draw(
+                    st.sampled_from(
+                        [
+                            "invoke_agent support",
+                            "execute_tool lookup",
+                            "chat gpt",
+                            "refund_agent.run",
+                            "GET /",
+                        ]
+                    )
+                ),
+                service_name=draw(st.sampled_from(["svc", "other-svc"])),
+                start_ns=start,
+                duration_ns=draw(st.sampled_from([0, 700_000, 9_000_000, 1_000_000_000, 123_456_789])),
+                status_code=draw(st.sampled_from(["Ok", "Unset", "Error"])),
+                status_message="",
+                attributes=draw(attributes(role, odd)),
+                events=events,
+            )
+        )
+        ids.append(span_id)
+    if odd and draw(st.booleans()):
+        spans.append(draw(st.sampled_from(spans)))  # a replayed copy
+    return spans
+
+
+@pytest.mark.timeout(900)  # a few dozen assemblies on a shared machine; checked, not timed
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(batch=st.lists(traces(), min_size=1, max_size=6))
+def test_sql_path_stores_what_build_runs_stores(store: Any, batch: list[list[SpanRecord]]) -> None:
+    pairs, plain_runs = assemble_both(store, batch)
+    event(f"{plain_runs} of {len(batch)} traces assembled by ClickHouse")
+    for by_sql, by_python in pairs:
+        assert by_sql == by_python
+
+
+def plain_trace() -> list[SpanRecord]:
+    """agenttrail's own shape: a named agent span with a chat span and tool spans under it."""
+    root = new_span_id()
+
+    def child(name: str, start: int, attrs: dict[str, str], status: str = "Ok") -> SpanRecord:
+        return SpanRecord("", new_span_id(), root, name, "svc", BASE_NS + start, 500_000, status, "", attrs)
+
+    return [
+        SpanRecord(
+            "",
+            root,
+            "",
+            "invoke_agent support",
+            "svc",
+            BASE_NS,
+            9_000_000,
+            "Unset",
+            "",
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "support",
+                "agenttrail.task": "refund",
+                "input.value": '{"question": "refund 7"}',
+                "output.value": '"done"',
+            },
+        ),
+        child("chat gpt", 1, {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": "812"}),
+        child(
+            "execute_tool lookup",
+            2,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "lookup",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.description": "Find an order",
+                "gen_ai.tool.call.arguments": '{"order_id": 7}',
+                "gen_ai.tool.call.result": '{"status": "shipped"}',
+            },
+        ),
+        child(
+            "execute_tool refund",
+            3,
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund", "input.value": "7"},
+            status="Error",
+        ),
+    ]
+
+
+def test_plain_traces_are_assembled_by_clickhouse(store: Any) -> None:
+    """The common shape does take the SQL path (else the comparison above proves little), and
+    a shape it must not take (a nested tool span) is left to build_runs, with the same result."""
+    nested = plain_trace()
+    tool = nested[2]
+    nested[2] = SpanRecord(
+        "", tool.span_id, nested[3].span_id, tool.name, "svc", tool.start_ns, 1, "Ok", "", tool.attributes
+    )
+    pairs, plain_runs = assemble_both(store, [plain_trace(), plain_trace(), nested])
+    assert plain_runs == 2
+    for by_sql, by_python in pairs:
+        assert by_sql == by_python
+    [run], _ = pairs[0]
+    assert [call["name"] for call in run["ToolCalls"]] == ["lookup", "refund"]
+    assert run["ToolCalls"][1]["status"] == "error"
+    assert run["ToolCalls"][1]["output"] is None
+    assert run["AvailableTools"] == [{"name": "lookup", "description": "Find an order", "parameters": None}]
+    assert run["InputTokens"] == 812
+    assert run["Input"] == {"question": "refund 7"}
+
+
+def test_late_span_reassembles_a_plain_run_as_a_new_revision(store: Any) -> None:
+    """A span arriving after assembly makes a new revision; a late agent span that turns the
+    run into another (here: a new root above it) deletes the old run key."""
+    spans = plain_trace()
+    trace_id = new_trace_id()
+    assembler = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1)
+    store_spans(store, trace_id, spans[:3])
+    assembler.notify({trace_id: True}, time.time())
+    assembler.assemble_due()
+    store_spans(store, trace_id, spans[3:])
+    assembler.notify({trace_id: True}, time.time())
+    assembler.assemble_due()
+    [run] = stored_runs(store, trace_id)
+    assert (run["Revision"], run["ToolCount"], run["SpanCount"]) == (2, 2, 4)
+    assert assembler.plain_runs == 2
