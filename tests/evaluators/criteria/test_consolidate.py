@@ -16,6 +16,10 @@ from agenttrail.evaluators.criteria.consolidate import consolidate, cosine_matri
 from agenttrail.evaluators.criteria.embeddings import EmbeddingError, EndpointEmbedder, LocalEmbedder
 from agenttrail.evaluators.criteria.model import parse_criterion
 
+# Importing torch and sentence-transformers for the offline model took over 120 s on a loaded
+# 2-core machine running the suite on several workers.
+pytestmark = pytest.mark.timeout(600)
+
 SCALE = [{"label": "poor", "value": 0}, {"label": "good", "value": 1}]
 PROPOSED = [
     ("Politeness", "The agent is polite to the customer."),
