@@ -29,6 +29,56 @@ settings.register_profile(
 settings.load_profile(os.environ.get("AGENTTRAIL_HYPOTHESIS_PROFILE", "agenttrail"))
 
 
+# pytest-xdist (`make unit` runs -n workers): each test is a unit of work of its own, except these
+# modules, which run whole on one worker because a module-scoped fixture of theirs is costly (the
+# demo store behind the MCP tools, the offline embedding model, the Grafana demo store). The
+# xdist_group mark cannot say this: pytest 9.2's node ids drop its suffix (pytest-xdist #1386).
+WHOLE_MODULES = frozenset(
+    {
+        "tests/evaluators/mcp_server/test_mcp_tools.py",
+        "tests/evaluators/judges/criteria/test_consolidate.py",
+        "tests/deploy/test_grafana.py",
+    }
+)
+# Handed out first, so that no worker starts one of these minutes-long tests while the others
+# run out of work: the above, the framework venvs and agents, the demo, the heaviest properties.
+SLOW_FIRST = (
+    *sorted(WHOLE_MODULES),
+    "tests/frameworks/",
+    "tests/evaluators/demo/test_demo.py",
+    "tests/collector/test_canonical.py",
+    "tests/collector/test_otlp_sql.py",
+    "tests/collector/test_serve_process.py",
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The scheduler for `-n N` (whose --dist is `load`); an explicit other --dist is kept."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WholeModulesOrSingleTests(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in WHOLE_MODULES else nodeid
+
+    return WholeModulesOrSingleTests(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On pytest-xdist workers, the SLOW_FIRST tests go to the front (a stable sort, the same on
+    every worker, as xdist requires); a run without workers keeps the collection order."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+
+    def rank(item: pytest.Item) -> int:
+        module = item.nodeid.split("::", 1)[0]
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if module.startswith(prefix)), len(SLOW_FIRST))
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("chdb")

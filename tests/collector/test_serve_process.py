@@ -18,6 +18,9 @@ import grpc
 import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
 
+# Up to three serve start-ups per test; each can take minutes on a loaded 2-core machine.
+pytestmark = pytest.mark.timeout(900)
+
 AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
@@ -43,8 +46,9 @@ def start_serve(store: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_ready(store: Path, process: subprocess.Popen[str], timeout: float = 60) -> dict[str, Any]:
-    """The sidecar's addresses, once its lock file names the bound ports."""
+def wait_ready(store: Path, process: subprocess.Popen[str], timeout: float = 240) -> dict[str, Any]:
+    """The sidecar's addresses, once its lock file names the bound ports. Generous: serve took
+    over 60 s to listen with the suite on 4 pytest-xdist workers on a loaded 2-core machine."""
     deadline = time.monotonic() + timeout
     lock = store / "agenttrail.agenttrail.lock"
     while time.monotonic() < deadline:

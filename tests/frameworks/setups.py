@@ -7,6 +7,7 @@ when the pins change.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -90,6 +91,17 @@ def venv_python(setup: Setup) -> Path:
     python, stamp = folder / "bin" / "python", folder / ".agenttrail-pins"
     if stamp.exists() and stamp.read_text() == digest and python.exists():
         return python
+    # pytest-xdist workers may want the same venv at once (adk and adk_default share one): the
+    # first builds it under the lock, the others wait and then find its stamp.
+    PEERS.mkdir(parents=True, exist_ok=True)
+    with (PEERS / f"{folder.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and stamp.read_text() == digest and python.exists():
+            return python
+        return _build(folder, python, stamp, digest, packages)
+
+
+def _build(folder: Path, python: Path, stamp: Path, digest: str, packages: list[str]) -> Path:
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv is None:
         raise RuntimeError("uv not found next to the test interpreter or on PATH: run `make install` first")

@@ -6,6 +6,7 @@ the npm packages (tests/peers/js/package-lock.json) install once into .peers/js/
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -31,7 +32,11 @@ def node_modules() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.fail("node and npm are needed for the JS SDK tests: apt-get install -y nodejs npm")
     if not (NODE_MODULES / ".installed").exists():
-        subprocess.run(["make", "-s", "peers-js"], cwd=ROOT, check=True, timeout=900)
+        # pytest-xdist workers may get here at once: one runs npm ci, the others wait for it.
+        (ROOT / ".peers").mkdir(exist_ok=True)
+        with (ROOT / ".peers" / "js.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            subprocess.run(["make", "-s", "peers-js"], cwd=ROOT, check=True, timeout=900)
     return NODE_MODULES
 
 

@@ -16,6 +16,10 @@ from agenttrail.evaluators.judges.criteria.consolidate import consolidate, cosin
 from agenttrail.evaluators.judges.criteria.embeddings import EmbeddingError, EndpointEmbedder, LocalEmbedder
 from agenttrail.evaluators.judges.criteria.model import parse_criterion
 
+# Importing torch and sentence-transformers for the offline model took over 120 s on a loaded
+# 2-core machine running the suite on several workers.
+pytestmark = pytest.mark.timeout(600)
+
 SCALE = [{"label": "poor", "value": 0}, {"label": "good", "value": 1}]
 PROPOSED = [
     ("Politeness", "The agent is polite to the customer."),
