@@ -81,7 +81,9 @@ def main() -> None:
     parser.add_argument(
         "--python-only", action="store_true", help="assemble every trace with build_runs (no SQL path)"
     )
-    parser.add_argument("--chunk", type=int, default=4000, help="traces per assembly query (default 4,000)")
+    parser.add_argument(
+        "--chunk", type=int, default=1000, help="traces per assembly query (default 1,000, the sidecar's)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-assembly-") as tmp:
         store = Store(parse_store(str(Path(tmp) / "store")))
