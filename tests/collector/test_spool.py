@@ -498,3 +498,18 @@ def test_a_failed_close_still_seals_the_segment_with_a_warning(
     spool.append(b"next")
     assert spool.active not in (None, active)
     assert Spool.read(active) == [b"written"]  # type: ignore[arg-type]
+
+
+def test_foreign_files_anywhere_in_the_directory_hide_no_segment(tmp_path: Path) -> None:
+    """Every segment is listed, in order, whatever the directory order of the files of other
+    names among them (a listing that stopped at the first foreign file would lose segments
+    enumerated after it: with five foreign files among twelve segments, almost surely)."""
+    directory = tmp_path / "spool"
+    spool = Spool(directory)
+    sealed = []
+    for index in range(12):
+        spool.append(b"record %d" % index)
+        sealed.append(spool.seal())
+    for index in range(5):
+        (directory / f"segment-copy-{index}.spool").write_bytes(b"not records")
+    assert spool.segments() == sealed
