@@ -26,7 +26,7 @@ from bench_monitoring import generate
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 _SPANS = """
 INSERT INTO otel_traces (Timestamp, TraceId, SpanId, ParentSpanId, SpanName, SpanKind, ServiceName,
@@ -81,7 +81,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-console-") as tmp:
         directory = Path(tmp)
         store = Store(parse_store(str(directory)))
-        migrate(store, READ_MIGRATIONS)  # every table serve makes, alerts included (the overview reads them)
+        migrate(store, ALL_MIGRATIONS)  # every table serve makes, alerts included (the overview reads them)
         started = time.perf_counter()
         generate(store, args.runs, datetime.now(UTC))
         store.command(_SPANS)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
 from agenttrail.evaluators.monitoring.exporter import MetricsFeed
 from agenttrail.evaluators.monitoring.instruments import AgentMetrics
@@ -55,7 +55,7 @@ def seed(store: Store, runs: int, assembled: float) -> None:
 
 def bench_feed(directory: Path) -> None:
     store = Store(parse_store(str(directory), "feed"))
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     started = time.time()
     seed(store, FEED_RUNS, assembled=started - 30)
     config = MetricsExportConfig(settle_s=0)
@@ -80,7 +80,7 @@ def bench_feed(directory: Path) -> None:
 
 def bench_report(directory: Path) -> None:
     store = Store(parse_store(str(directory), "report"))
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     begun = time.perf_counter()
     seed(store, REPORT_RUNS, assembled=time.time())
     print(f"seeded {REPORT_RUNS:,} runs + scores in {time.perf_counter() - begun:.1f} s")

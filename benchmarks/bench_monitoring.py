@@ -20,7 +20,7 @@ from typing import Any
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
@@ -96,7 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Store(parse_store(args.store or str(Path(tmp) / "store"), "bench"))
         started = time.perf_counter()
-        applied = migrate(store, READ_MIGRATIONS)  # every table serve makes (the report reads alerts too)
+        applied = migrate(store, ALL_MIGRATIONS)  # every table serve makes (the report reads alerts too)
         if applied and store.query("SELECT count() FROM trajectories")[0][0]:
             print(f"migrations {applied} on the stored runs: {time.perf_counter() - started:.1f} s")
         now = datetime.now(UTC)

@@ -22,9 +22,9 @@ def runs(store: Any) -> dict[str, str]:
     all); name -> trace id."""
     from agenttrail.collector.assembler import TRAJECTORY_COLUMNS
     from agenttrail.collector.schema import migrate
-    from agenttrail.evaluators.composition import STORE_MIGRATIONS
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
-    migrate(store, STORE_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     shapes = {  # name: (age s, latency s, failed, tools, score)
         "outside": (7200, 90.0, True, ["lookup", "refund", "email", "email"], 0.0),
         "slow": (60, 30.0, False, ["lookup", "refund"], 0.9),

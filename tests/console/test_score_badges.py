@@ -13,9 +13,9 @@ from agenttrail.evaluators.console.runs import score_badges
 
 def test_badges_count_each_score_once_by_its_latest_label(store: Any) -> None:
     from agenttrail.collector.schema import migrate
-    from agenttrail.evaluators.composition import STORE_MIGRATIONS
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
-    migrate(store, STORE_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     first, second = (new_trace_id(), new_span_id()), (new_trace_id(), new_span_id())
     now = time.time()
 

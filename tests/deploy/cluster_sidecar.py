@@ -44,13 +44,13 @@ def main(workdir: Path, runs: int) -> None:
     from agenttrail.collector.config import SidecarConfig
     from agenttrail.collector.errors import StoreError
     from agenttrail.collector.schema import Retention
-    from agenttrail.evaluators.composition import SCHEMA_MIGRATIONS, build_sidecar
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS, build_sidecar
 
     store_dir = workdir / "store"
     (workdir / "config.xml").write_text(CONFIG)
     engine = chdb.connect(f"{store_dir}?config-file={workdir / 'config.xml'}")
     cursor = engine.cursor()
-    ddl = cluster_ddl(SCHEMA_MIGRATIONS, "prod", "agenttrail", Retention(spans_days=30))
+    ddl = cluster_ddl(ALL_MIGRATIONS, "prod", "agenttrail", Retention(spans_days=30))
     for shard in SHARDS:
         cursor.execute(f"CREATE DATABASE IF NOT EXISTS {shard}")
     for statement in ddl:

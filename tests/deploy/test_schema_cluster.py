@@ -18,9 +18,9 @@ from .tools import DEPLOY
 
 
 def all_migrations() -> list[Any]:
-    from agenttrail.evaluators.composition import SCHEMA_MIGRATIONS
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
-    return list(SCHEMA_MIGRATIONS)
+    return list(ALL_MIGRATIONS)
 
 
 def invoke_schema(*args: str) -> Any:

@@ -19,7 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from agenttrail.collector.schema import MIGRATIONS_TABLE, Migration, Retention, ttl_expression
+from agenttrail.collector.schema import (
+    MIGRATIONS_TABLE,
+    MIGRATIONS_TABLE_CHECKSUM,
+    Migration,
+    Retention,
+    combine,
+    ttl_expression,
+)
 
 REPLICA_PATH = "'/clickhouse/tables/{shard}/{database}/{table}', '{replica}'"
 
@@ -148,18 +155,16 @@ def cluster_ddl(
     schema = ClusterSchema(cluster, database, distributed=distributed)
     statements = [f"CREATE DATABASE IF NOT EXISTS {database} ON CLUSTER {schema.cluster}"]
     statements += schema.rewrite(MIGRATIONS_TABLE)
+    statements += schema.rewrite(MIGRATIONS_TABLE_CHECKSUM)  # a cluster set up before checksums
     seen: set[str] = set()
-    applied: dict[int, str] = {}
-    for migration in sorted(migrations, key=lambda m: m.version):
-        if migration.version in applied:
-            continue
-        applied[migration.version] = migration.name
+    ordered = combine(migrations)
+    for migration in ordered:
         for statement in migration.statements:
             if statement not in seen:  # e.g. drift_events, created by two migrations
                 seen.add(statement)
                 statements += schema.rewrite(statement)
-    values = ", ".join(f"({version}, '{_quote(name)}')" for version, name in applied.items())
-    statements.append(f"INSERT INTO {database}.schema_migrations (Version, Name) VALUES {values}")
+    values = ", ".join(f"({m.version}, '{_quote(m.name)}', '{m.checksum}')" for m in ordered)
+    statements.append(f"INSERT INTO {database}.schema_migrations (Version, Name, Checksum) VALUES {values}")
     for table, column, days in (retention or Retention()).by_table():
         if days and table in schema.tables:
             statements.append(

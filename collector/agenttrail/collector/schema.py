@@ -1,5 +1,10 @@
 """Versioned schema migrations, run at start-up; running them twice changes nothing.
 
+The store records each applied migration (version, name, checksum) in `schema_migrations`, so a
+start on an up-to-date store runs one query and no DDL. The collector's migrations (versions
+1-99) are `MIGRATIONS`; the evaluators append theirs (100 and up) through their composition
+root, which joins every list with `combine` into the one ordered list the sidecar applies.
+
 `otel_traces` keeps the OpenTelemetry Collector ClickHouse exporter's layout so Grafana's
 ClickHouse data source reads it as it is. Our own tables use ReplacingMergeTree so that
 re-assembly writes a new version instead of a duplicate.
@@ -7,8 +12,10 @@ re-assembly writes a new version instead of a duplicate.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,9 +27,33 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Migration:
+    """One schema step: every statement idempotent (IF NOT EXISTS, or a fill whose repeat only
+    writes rows the table's versions replace), since two processes may apply it at once."""
+
     version: int
     name: str
     statements: tuple[str, ...]
+
+    @property
+    def checksum(self) -> str:
+        """The statements' digest (whitespace aside), recorded when applied: a released migration
+        edited afterwards is noticed at the next start instead of silently diverging."""
+        text = ";".join(" ".join(statement.split()) for statement in self.statements)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def combine(*lists: Iterable[Migration]) -> tuple[Migration, ...]:
+    """The owners' lists as one list in version order. A version two different migrations claim
+    is a ValueError naming both (the same migration listed twice counts once)."""
+    by_version: dict[int, Migration] = {}
+    for migration in (m for migrations in lists for m in migrations):
+        other = by_version.setdefault(migration.version, migration)
+        if other != migration:
+            raise ValueError(
+                f"schema migration version {migration.version} is claimed by {other.name!r} and "
+                f"{migration.name!r}: give the newer one the next free version"
+            )
+    return tuple(by_version[version] for version in sorted(by_version))
 
 
 OTEL_TRACES = """
@@ -195,29 +226,71 @@ MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     Version UInt32,
     Name String,
-    AppliedAt DateTime64(3) DEFAULT now64(3)
+    AppliedAt DateTime64(3) DEFAULT now64(3),
+    Checksum String DEFAULT ''
 ) ENGINE = ReplacingMergeTree ORDER BY Version
 """
+# Stores made before checksums were recorded (their rows keep '', which is never checked).
+MIGRATIONS_TABLE_CHECKSUM = (
+    "ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS Checksum String DEFAULT ''"
+)
 
 
-def migrate(store: Store, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[int]:
-    """Apply the migrations not yet recorded; returns the versions applied now.
+def recorded_migrations(store: Store) -> dict[int, str]:
+    """Version -> checksum of every migration the store records as applied ('' when recorded
+    without one). Creates or upgrades the record table only when it is missing or old, so on an
+    up-to-date store this is two queries and no DDL."""
+    columns = {
+        row[0]
+        for row in store.query(
+            "SELECT name FROM system.columns "
+            "WHERE database = currentDatabase() AND table = 'schema_migrations'"
+        )
+    }
+    if not columns:
+        store.command(MIGRATIONS_TABLE)
+        return {}
+    if "Checksum" not in columns:
+        store.command(MIGRATIONS_TABLE_CHECKSUM)
+    rows = store.query("SELECT Version, argMax(Checksum, AppliedAt) FROM schema_migrations GROUP BY Version")
+    return {int(version): str(checksum) for version, checksum in rows}
 
-    Every statement is idempotent (IF NOT EXISTS), so two processes migrating at once, or a
-    crash between a statement and its record, leave the same schema.
+
+def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[int]:
+    """Apply, in version order, the migrations the store does not record yet; returns their versions.
+
+    Every statement is idempotent, so two processes migrating one server at once (each may run a
+    statement the other already ran), or a crash before the record is written, leave the same
+    schema. The records are written in one insert after the last migration (or the one that failed).
     """
-    store.command(MIGRATIONS_TABLE)
-    applied = {row[0] for row in store.query("SELECT DISTINCT Version FROM schema_migrations")}
-    done: list[int] = []
-    for migration in sorted(migrations, key=lambda m: m.version):
-        if migration.version in applied:
-            continue
-        log.info("applying schema migration %d: %s", migration.version, migration.name)
-        for statement in migration.statements:
-            store.command(statement)
-        store.insert_rows("schema_migrations", ("Version", "Name"), [(migration.version, migration.name)])
-        done.append(migration.version)
-    return done
+    ordered = combine(migrations)
+    recorded = recorded_migrations(store)
+    for migration in ordered:
+        checksum = recorded.get(migration.version)
+        if checksum and checksum != migration.checksum:
+            log.warning(
+                "schema migration %d (%s) differs from the one this store recorded: a released "
+                "migration was edited; add a new migration instead",
+                migration.version,
+                migration.name,
+            )
+    done: list[Migration] = []
+    try:
+        for migration in ordered:
+            if migration.version in recorded:
+                continue
+            log.info("applying schema migration %d: %s", migration.version, migration.name)
+            for statement in migration.statements:
+                store.command(statement)
+            done.append(migration)
+    finally:
+        if done:
+            store.insert_rows(
+                "schema_migrations",
+                ("Version", "Name", "Checksum"),
+                [(m.version, m.name, m.checksum) for m in done],
+            )
+    return [m.version for m in done]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
-from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, apply_retention, migrate
+from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, apply_retention, combine, migrate
 from agenttrail.collector.store import Store, StoreLocation, parse_store
 from agenttrail.collector.store_lock import LockHolder, StoreLock, read_lock_holder  # noqa: F401  re-exported
 
@@ -65,7 +65,7 @@ class Worker(Protocol):
 
 
 class Sidecar:
-    def __init__(self, config: SidecarConfig) -> None:
+    def __init__(self, config: SidecarConfig, migrations: Iterable[Migration] = MIGRATIONS) -> None:
         self.config = config
         self.location: StoreLocation = parse_store(config.store, config.database)
         self._lock = (
@@ -81,7 +81,8 @@ class Sidecar:
         self._page_routes: dict[str, PageRoute] = {}
         self._mounts: list[tuple[str, ASGIApp]] = []
         self._grpc_handlers: list[grpc.GenericRpcHandler[Any, Any]] = []
-        self.migrations: list[Migration] = list(MIGRATIONS)
+        # The schema start() applies: the collector's, or the composition root's whole list.
+        self.migrations: tuple[Migration, ...] = combine(migrations)
         # Called after trajectories are written (extensions subscribe before start()).
         self.on_assembled: list[Callable[[], None]] = []
         # Extra /healthz entries, e.g. {"judges": fn}; informative, they never fail the check.
@@ -151,7 +152,7 @@ class Sidecar:
         from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
 
         self.store = Store(self.location)
-        migrate(self.store, tuple(self.migrations))
+        migrate(self.store, self.migrations)
         apply_retention(
             self.store,
             Retention(

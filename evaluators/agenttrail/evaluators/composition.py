@@ -4,7 +4,7 @@
 collector's sidecar (store, spool, receivers, writer, assembler, HTTP and gRPC fronts), then
 each evaluator part on it. Nothing installs itself by being imported; a new part is one line
 here. The heavy modules load inside `build_sidecar`, so the CLI, which imports this module for
-the migration lists and the config sections, starts without them.
+the migration list and the config sections, starts without them.
 
     criteria          the criteria-sets table, the store saved-set judges read, its read route
     drift monitor     the drift table and monitor, the stats and drift read routes
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from agenttrail.collector.schema import MIGRATIONS, Migration
+from agenttrail.collector.schema import MIGRATIONS, Migration, combine
 from agenttrail.evaluators.judges.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
@@ -31,13 +31,15 @@ if TYPE_CHECKING:
     from agenttrail.collector.config import SidecarConfig
     from agenttrail.collector.sidecar import Sidecar
 
-# The tables writing commands need (references, scores, decisions) on top of the collector's.
-STORE_MIGRATIONS: Final = (*MIGRATIONS, *EVALUATOR_MIGRATIONS)
-# Every table a read command may touch, so the drift and alert tables exist for whichever runs first.
-READ_MIGRATIONS: Final = (*STORE_MIGRATIONS, *MONITORING_MIGRATIONS, *ALERT_MIGRATIONS)
-# What `agenttrail schema` prints: every migration the sidecar runs.
-SCHEMA_MIGRATIONS: Final[tuple[Migration, ...]] = tuple(
-    dict.fromkeys((*MIGRATIONS, *READ_MIGRATIONS, *CRITERIA_MIGRATIONS))
+# The one schema: the collector's migrations (1-99), then each wing's, in version order. `serve`
+# applies it, every command that opens the store applies it first (so any table exists for
+# whichever runs first), `agenttrail schema` prints it. A new wing's list is added here.
+ALL_MIGRATIONS: Final[tuple[Migration, ...]] = combine(
+    MIGRATIONS,  # collector: spans, arrivals, trajectories
+    EVALUATOR_MIGRATIONS,  # scoring 100, judges 110, monitoring rollups 116
+    CRITERIA_MIGRATIONS,  # 115
+    MONITORING_MIGRATIONS,  # drift events 120
+    ALERT_MIGRATIONS,  # 130
 )
 # Top-level config file sections the evaluators own (the collector skips them when a file has
 # no `collector:` section and its top level holds the collector's settings).
@@ -62,7 +64,7 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
     from agenttrail.evaluators.scoring.install import install_scoring
     from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
-    sidecar = Sidecar(config)
+    sidecar = Sidecar(config, ALL_MIGRATIONS)
     install_criteria(sidecar)  # first: judges built below find the saved sets' store
     install_monitoring(sidecar, config_file)
     evaluator = EvaluatorConfig.from_file(config_file)

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.cli.main import cli
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
@@ -55,7 +55,7 @@ def drifted_metrics(results: list[Any], agent: str) -> set[str]:
 def test_rolling_baseline_finds_the_injected_drift_in_stored_runs(store: Any) -> None:
     """Recent hour against the 24 hours before, read from chDB: the degraded agent drifts in
     failure rate, latency and precision; the steady one drifts in nothing."""
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     now = time.time()
     store_runs(store, drifting_runs(now))
     query = DriftQuery(
@@ -71,7 +71,7 @@ def test_rolling_baseline_finds_the_injected_drift_in_stored_runs(store: Any) ->
 
 def test_version_baseline_compares_against_the_pinned_version(store: Any) -> None:
     """--baseline-version v1 compares the recent window's other versions with all v1 runs."""
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     now = time.time()
     store_runs(store, drifting_runs(now, seed=2))
     query = DriftQuery(
@@ -85,7 +85,7 @@ def test_version_baseline_compares_against_the_pinned_version(store: Any) -> Non
 
 def test_too_few_recent_runs_is_insufficient_data(store: Any) -> None:
     """Ten recent runs, however bad, are reported as insufficient data, not drift."""
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     now = time.time()
     rng = random.Random(4)
     runs = [
@@ -117,7 +117,7 @@ def test_drift_monitor_writes_drift_events_in_one_cycle(
 ) -> None:
     """A real sidecar's drift monitor runs a check at start and writes every result to
     drift_events with the agreed columns; the degraded agent's rows say Drifted = 1."""
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     store_runs(store, drifting_runs(time.time()))
     sidecar = start_sidecar(str(drift_config(tmp_path)))
     monitor = next(worker for worker in sidecar.workers if worker.name == "drift")
@@ -160,7 +160,7 @@ def test_stats_and_drift_commands_read_through_the_running_sidecar(
 
     The sidecar requires a bearer token: without it the commands get its 401, which shows they
     asked it over HTTP (this process could read the same embedded store directly)."""
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     now = time.time()
     store_runs(store, drifting_runs(now, seed=3))
     start_sidecar(str(drift_config(tmp_path)), bearer_token="drift-t0ken")

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.cli.main import cli
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.display import format_effect, format_p, format_value
 
 from .synthetic import store_runs
@@ -21,7 +21,7 @@ from .test_drift_store import drifting_runs
 
 def test_drift_table_lists_every_test_after_a_summary(store: Any, chdb_dir: Path, database: str) -> None:
     """The table has as many rows as the JSON has tests, drift first; the summary counts them."""
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     store_runs(store, drifting_runs(time.time(), seed=5))
     where = ["--store", str(chdb_dir), "--database", database, "--recent", "1h", "--baseline", "24h"]
     as_json = CliRunner().invoke(cli, ["drift", *where, "--format", "json"])

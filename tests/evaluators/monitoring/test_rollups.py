@@ -29,7 +29,7 @@ from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
@@ -225,7 +225,7 @@ def assert_all_equal(store: Store, base: float) -> None:
 
 @pytest.fixture
 def rollup_store(store: Store) -> Store:
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     return store
 
 
@@ -250,11 +250,11 @@ def test_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int) -> No
 def test_migration_fills_the_rollups_of_an_existing_store(store: Store) -> None:
     """A store made before the rollups gets them filled with its latest live runs and scores when
     it is upgraded, and answers as before; later inserts keep them up to date."""
-    migrate(store, tuple(m for m in READ_MIGRATIONS if m.version != 116))
+    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version != 116))
     base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(3), base, count=200)
     history.step(changes=50, sweep=False)  # the sweep of this version deletes from the rollup too
-    assert migrate(store, READ_MIGRATIONS) == [116]
+    assert migrate(store, ALL_MIGRATIONS) == [116]
     assert_all_equal(store, base)
     history.step(changes=50)
     assert_all_equal(store, base)

@@ -15,7 +15,7 @@ from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
@@ -116,7 +116,7 @@ def assert_matches(
 
 @pytest.fixture
 def stats_store(store: Any) -> Any:
-    migrate(store, READ_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     return store
 
 

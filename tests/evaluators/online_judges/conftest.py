@@ -39,9 +39,9 @@ def llm() -> Iterator[LlmServer]:
 def judges_store(store: Any) -> Any:
     """The test's store with every evaluator migration (scores, decisions, judge columns)."""
     from agenttrail.collector.schema import migrate
-    from agenttrail.evaluators.composition import STORE_MIGRATIONS
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
-    migrate(store, STORE_MIGRATIONS)
+    migrate(store, ALL_MIGRATIONS)
     return store
 
 

@@ -9,7 +9,7 @@ from agenttrail.collector.cli import SidecarApi, cli_error, config_from, read_vi
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.composition import STORE_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 
 def open_store(store: str | None, database: str | None, config_file: str | None) -> Store:
@@ -23,7 +23,7 @@ def open_store(store: str | None, database: str | None, config_file: str | None)
             "or point --store at a ClickHouse server that both can share"
         )
     try:
-        migrate(source, STORE_MIGRATIONS)
+        migrate(source, ALL_MIGRATIONS)
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
     return source

@@ -36,6 +36,7 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.cli.common import open_store
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.judges.base import BudgetExhausted, ChatJudgeClient
 from agenttrail.evaluators.judges.criteria.consolidate import DEFAULT_THRESHOLD, consolidate
 from agenttrail.evaluators.judges.criteria.critic import propose_criteria
@@ -67,7 +68,6 @@ from agenttrail.evaluators.judges.criteria.runs import (
     split_runs,
 )
 from agenttrail.evaluators.judges.criteria.sets import (
-    CRITERIA_MIGRATIONS,
     get_set,
     save_set,
 )
@@ -195,7 +195,7 @@ class StoreArgs:
 
 def _migrate(store: Store) -> None:
     try:
-        migrate(store, CRITERIA_MIGRATIONS)
+        migrate(store, ALL_MIGRATIONS)  # the one schema, as every command that opens the store
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -31,7 +31,7 @@ from agenttrail.collector.cli import (
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.cli.common import open_store
-from agenttrail.evaluators.composition import STORE_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 if TYPE_CHECKING:
     from agenttrail.collector.queries import TrajectoryFilter
@@ -69,7 +69,7 @@ def audit(
         subjects = audit_subjects(evaluator, judges, build_online_judges(judges))
         return audit_run(source, trace_id, subjects, lookback_s=evaluator.lookback_s)
 
-    rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, STORE_MIGRATIONS)
+    rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,

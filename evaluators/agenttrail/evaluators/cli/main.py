@@ -35,12 +35,12 @@ from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators import composition
-from agenttrail.evaluators.composition import STORE_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 cli = make_cli(
     Wiring(
         build_sidecar=composition.build_sidecar,
-        schema_migrations=composition.SCHEMA_MIGRATIONS,
+        schema_migrations=composition.ALL_MIGRATIONS,
         config_sections=composition.CONFIG_SECTIONS,
     )
 )
@@ -122,7 +122,7 @@ def references_load(file: str, store: str | None, database: str | None, config_f
         counts = [len(answer.get(key, [])) for key in ("added", "updated", "unchanged")]
     else:
         try:
-            migrate(source, STORE_MIGRATIONS)
+            migrate(source, ALL_MIGRATIONS)
             result = store_reference_set(source, reference_set, source=file)
         except AgentTrailError as exc:
             raise cli_error(exc) from exc
@@ -147,7 +147,7 @@ def references_list(
         return reference_rows(source)
 
     config = config_from({"store": store, "database": database}, config_file)
-    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, STORE_MIGRATIONS)
+    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,
@@ -193,7 +193,7 @@ def scores(
         "/api/v1/scores",
         where.to_params(),
         lambda s: query_scores(s, where),
-        STORE_MIGRATIONS,
+        ALL_MIGRATIONS,
     )
     emit_rows(
         rows,
@@ -228,7 +228,7 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
     try:
         evaluator_config = EvaluatorConfig.from_file(config_file)
         first = Store(location)
-        migrate(first, STORE_MIGRATIONS)
+        migrate(first, ALL_MIGRATIONS)
         evaluator = EvaluatorWorker(first.clone, evaluator_config)
         evaluator.start()
     except AgentTrailError as exc:

@@ -18,7 +18,7 @@ from agenttrail.collector.store import Store
 @click.option("--server", help="Relay to a running sidecar's HTTP API at this URL (http://host:4318).")
 def mcp_command(store: str | None, database: str | None, config_file: str | None, server: str | None) -> None:
     """Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio."""
-    from agenttrail.evaluators.composition import READ_MIGRATIONS
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
     from agenttrail.evaluators.mcp_server.http import PREFIX
     from agenttrail.evaluators.mcp_server.stdio import serve_relay, serve_store
     from agenttrail.evaluators.scoring.worker import EvaluatorConfig
@@ -29,7 +29,7 @@ def mcp_command(store: str | None, database: str | None, config_file: str | None
         serve_relay(f"{source.base_url}{PREFIX}/", source.token)
         return
     try:
-        migrate(source, READ_MIGRATIONS)  # a store no sidecar has run yet still has every table
+        migrate(source, ALL_MIGRATIONS)  # a store no sidecar has run yet still has every table
         metrics = EvaluatorConfig.from_file(config_file).metrics
     except AgentTrailError as exc:
         source.close()

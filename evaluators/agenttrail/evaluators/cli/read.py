@@ -3,7 +3,7 @@
 
 `read_rows` asks the running sidecar's route while it holds the embedded store (or `--server`),
 else computes the rows on the store itself after migrating it to every table the sidecar has
-(`composition.READ_MIGRATIONS`), so the drift and alert tables exist for whichever command runs first.
+(`composition.ALL_MIGRATIONS`), so the drift and alert tables exist for whichever command runs first.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from agenttrail.collector.cli import config_from
 from agenttrail.collector.cli import read_rows as collector_read_rows
 from agenttrail.collector.queries import QueryError, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.composition import READ_MIGRATIONS
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 format_option = click.option(
     "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
@@ -40,7 +40,7 @@ def read_rows(
 ) -> list[dict[str, Any]]:
     """Rows from the running sidecar's route, or computed on the store when nothing holds it."""
     config = config_from({"store": store, "database": database}, config_file)
-    return collector_read_rows(config, server, route, params, local, READ_MIGRATIONS)
+    return collector_read_rows(config, server, route, params, local, ALL_MIGRATIONS)
 
 
 def time_range(since: str, until: str | None) -> tuple[datetime, datetime]:

@@ -1,4 +1,4 @@
-"""Monitoring's part of `agenttrail serve`: the drift table and monitor, and the stats and drift
+"""Monitoring's part of `agenttrail serve`: the drift monitor, and the stats and drift
 read routes (what `agenttrail stats` and `agenttrail drift` read while serve holds the store).
 scipy loads only where drift is computed."""
 
@@ -16,14 +16,12 @@ if TYPE_CHECKING:
 
 
 def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
-    """Add the drift_events table, the drift monitor (unless disabled) and the stats/drift routes."""
+    """Add the drift monitor (unless disabled) and the stats/drift routes."""
     from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
-    from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
     from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
     from agenttrail.evaluators.monitoring.route_store import lazy_store
 
     config = DriftConfig.from_file(config_file)
-    sidecar.migrations.extend(MONITORING_MIGRATIONS)
     if config.enabled:
         sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
     store = lazy_store(sidecar)

@@ -8,7 +8,7 @@ worst); the sidecar serves the same rows at `GET /api/v1/report`, so the CLI rea
 running `serve` exactly as it reads the store. `Report.from_rows` groups them per agent.
 
 It also reads the tables of the other monitoring parts, which every reader of a store creates
-(the sidecar's migrations, `composition.READ_MIGRATIONS`), so they are always there:
+(the sidecar's migrations, `composition.ALL_MIGRATIONS`), so they are always there:
 - `drift_events` (monitoring/drift_events.py): rows with Drifted != 0 are drift points.
 - `alert_history` (alerts/schema.py): a period runs from a transition to `firing` until the
   next transition out of it; the `agent` key of GroupLabels names the agent.

@@ -1,4 +1,5 @@
-"""The online evaluator's part of `agenttrail serve`: its tables, its worker, the scores route."""
+"""The online evaluator's part of `agenttrail serve`: its worker and the scores route (its
+tables are in composition.MIGRATIONS)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,12 @@ from typing import Any
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
 from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
 
 
 def install_scoring(sidecar: Sidecar, config: EvaluatorConfig) -> EvaluatorWorker:
-    """Add the evaluators' tables, the scoring worker (woken by each assembly) and /api/v1/scores."""
-    sidecar.migrations.extend(EVALUATOR_MIGRATIONS)
+    """Add the scoring worker (woken by each assembly) and /api/v1/scores."""
     worker = EvaluatorWorker(sidecar.new_store, config)
     sidecar.add_worker(worker)
     read_store: list[Store] = []

@@ -1,4 +1,4 @@
-"""Criteria's part of `agenttrail serve`: the criteria-sets table, the store that saved-set
+"""Criteria's part of `agenttrail serve`: the store that saved-set
 judges read their sets from, and `/api/v1/criteria-sets` (what `agenttrail criteria list/show`
 read while serve holds the store)."""
 
@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.judges.criteria.judge import bind_store
 from agenttrail.evaluators.judges.criteria.sets import (
-    CRITERIA_MIGRATIONS,
     StoredCriteriaSet,
     get_set,
     latest_sets,
@@ -45,8 +44,7 @@ def read_sets(store: Store, params: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def install_criteria(sidecar: Sidecar) -> None:
-    """The criteria table, the store saved-set judges read from, and the read route."""
-    sidecar.migrations.extend(CRITERIA_MIGRATIONS)
+    """The store saved-set judges read from, and the read route (the table: composition.MIGRATIONS)."""
     bind_store(sidecar.new_store)
     read_store: list[Store] = []
 

@@ -1,4 +1,4 @@
-"""Alerts in the sidecar: their tables, read routes and (when rules are configured) the evaluator."""
+"""Alerts in the sidecar: their read routes and (when rules are configured) the evaluator."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
 from agenttrail.evaluators.monitoring.alerts.replay import replay_route
-from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.route_store import lazy_store
 
 
@@ -27,9 +26,8 @@ def served_at(sidecar: Sidecar) -> str:
 
 
 def install_alerts(sidecar: Sidecar, config_file: str | None) -> AlertEvaluator | None:
-    """Add the alert tables and `/api/v1/alerts[/history|/test]`; start the evaluator if rules exist."""
+    """Add `/api/v1/alerts[/history|/test]`; start the evaluator if rules exist."""
     config = AlertsConfig.from_file(config_file)
-    sidecar.migrations.extend(ALERT_MIGRATIONS)
     store = lazy_store(sidecar)
 
     def alerts_route(params: dict[str, str]) -> list[dict[str, Any]]:

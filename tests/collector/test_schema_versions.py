@@ -1,0 +1,148 @@
+"""Schema versions recorded in the store: applied once, checked in one query, old stores upgraded,
+two clients migrating at once, a version claimed twice or an edited migration noticed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agenttrail.collector.schema import MIGRATIONS, Migration, combine, migrate
+from agenttrail.collector.store import Store, parse_store
+
+# schema_migrations as the code before checksums created it, and how it recorded a migration.
+OLD_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    Version UInt32,
+    Name String,
+    AppliedAt DateTime64(3) DEFAULT now64(3)
+) ENGINE = ReplacingMergeTree ORDER BY Version
+"""
+
+
+@pytest.fixture
+def fresh(chdb_dir: Path, database: str) -> Iterator[Store]:
+    """A database nothing has migrated yet."""
+    opened = Store(parse_store(str(chdb_dir), database))
+    yield opened
+    opened.close()
+
+
+def commands_run(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements `store.command` runs from now on (DDL goes through it)."""
+    seen: list[str] = []
+    command = store.command
+
+    def recording(sql: str, parameters: Any = None) -> Any:
+        seen.append(" ".join(sql.split()))
+        return command(sql, parameters)
+
+    monkeypatch.setattr(store, "command", recording)
+    return seen
+
+
+def records(store: Store) -> list[tuple[Any, ...]]:
+    return store.query("SELECT Version, Name, Checksum FROM schema_migrations FINAL ORDER BY Version")
+
+
+def test_up_to_date_store_runs_no_ddl(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start on a migrated store checks the versions and runs no statement at all."""
+    seen = commands_run(store, monkeypatch)
+    assert migrate(store) == []
+    assert seen == []
+    assert records(store) == [(m.version, m.name, m.checksum) for m in MIGRATIONS]
+
+
+def test_store_made_before_checksums_upgrades_cleanly(fresh: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store the previous code migrated (no Checksum column) gets the column, re-runs none of
+    its migrations, and from then on is checked with no DDL."""
+    fresh.command(OLD_MIGRATIONS_TABLE)
+    for migration in MIGRATIONS:
+        for statement in migration.statements:
+            fresh.command(statement)
+        fresh.insert_rows("schema_migrations", ("Version", "Name"), [(migration.version, migration.name)])
+    seen = commands_run(fresh, monkeypatch)
+    assert migrate(fresh) == []
+    assert seen == ["ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS Checksum String DEFAULT ''"]
+    assert records(fresh) == [(m.version, m.name, "") for m in MIGRATIONS]
+    seen.clear()
+    later = Migration(98, "later", ("ALTER TABLE trajectories ADD COLUMN IF NOT EXISTS Later UInt8",))
+    assert migrate(fresh, (*MIGRATIONS, later)) == [98]
+    assert seen == [" ".join(later.statements[0].split())]
+    assert records(fresh)[-1] == (98, "later", later.checksum)
+
+
+def test_fresh_store_applies_in_version_order(fresh: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migrations given out of order run in version order, each once, each recorded."""
+    seen = commands_run(fresh, monkeypatch)
+    assert migrate(fresh, tuple(reversed(MIGRATIONS))) == [m.version for m in MIGRATIONS]
+    expected = [" ".join(s.split()) for m in MIGRATIONS for s in m.statements]
+    assert seen[1:] == expected  # after creating schema_migrations
+    assert records(fresh) == [(m.version, m.name, m.checksum) for m in MIGRATIONS]
+
+
+def test_failed_migration_keeps_the_records_of_those_before(fresh: Store) -> None:
+    """A migration that fails leaves the earlier ones recorded, itself not, so the next start
+    resumes at it."""
+    broken = Migration(99, "broken", ("ALTER TABLE no_such_table ADD COLUMN IF NOT EXISTS X UInt8",))
+    with pytest.raises(Exception, match="no_such_table"):
+        migrate(fresh, (*MIGRATIONS, broken))
+    assert [row[0] for row in records(fresh)] == [m.version for m in MIGRATIONS]
+
+
+def test_two_clients_migrating_at_once_agree(fresh: Store) -> None:
+    """Two processes opening one server store at once may both apply a migration: every statement
+    is idempotent, so both succeed, the schema is the one a single client makes, one record each."""
+    clients = [fresh.clone(), fresh.clone()]
+    start = threading.Barrier(len(clients))
+    errors: list[BaseException] = []
+
+    def run(client: Store) -> None:
+        start.wait()
+        try:
+            migrate(client)
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(client,)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    for client in clients:
+        client.close()
+    assert errors == []
+    assert records(fresh) == [(m.version, m.name, m.checksum) for m in MIGRATIONS]
+    columns = {name for name, _type, *_ in fresh.query("DESCRIBE TABLE trajectories")}
+    assert {"Model", "AvailableTools", "Incomplete"} <= columns
+
+
+def test_a_version_claimed_twice_is_refused() -> None:
+    """Two different migrations under one version: an error naming both; the same one twice is one."""
+    first = Migration(200, "first", ("SELECT 1",))
+    with pytest.raises(ValueError, match="version 200 is claimed by 'first' and 'second'"):
+        combine((first,), (Migration(200, "second", ("SELECT 2",)),))
+    assert combine((first,), (first,)) == (first,)
+
+
+def test_an_edited_migration_is_reported(store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    """A released migration whose statements changed after a store applied it is logged, not re-run."""
+    edited = Migration(MIGRATIONS[-1].version, MIGRATIONS[-1].name, ("SELECT 1",))
+    with caplog.at_level(logging.WARNING, logger="agenttrail.collector.schema"):
+        assert migrate(store, (*MIGRATIONS[:-1], edited)) == []
+    assert f"schema migration {edited.version} ({edited.name}) differs" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="agenttrail.collector.schema"):
+        migrate(store)
+    assert caplog.text == ""
+
+
+def test_checksum_ignores_layout_only() -> None:
+    """Re-indenting a statement keeps its checksum; changing it does not."""
+    one = Migration(1, "x", ("CREATE TABLE t (a UInt8)\n ENGINE = Memory",))
+    assert one.checksum == Migration(1, "x", ("CREATE TABLE t (a UInt8) ENGINE = Memory",)).checksum
+    assert one.checksum != Migration(1, "x", ("CREATE TABLE t (a UInt16) ENGINE = Memory",)).checksum
