@@ -13,8 +13,9 @@ from typing import Any
 
 from otlp_builders import new_span_id, new_trace_id
 
-from agenttrail.collector.assembler import ASSEMBLED_COLUMNS, deletion_row, trajectory_row
+from agenttrail.collector.assembler import deletion_row, trajectory_row
 from agenttrail.collector.conventions import ToolDefinition
+from agenttrail.collector.rows import TrajectoryRow
 from agenttrail.collector.store import Store
 from agenttrail.collector.trajectory import NOT_CAPTURED, AgentRun, ToolCall
 
@@ -97,7 +98,7 @@ def agent_run(
 
 def run_row(
     run: AgentRun, *, revision: int = 1, version: int | None = None, assembled_at: float | None = None
-) -> tuple[Any, ...]:
+) -> TrajectoryRow:
     """The row assembly stores for `run` (version defaults to the revision)."""
     return trajectory_row(
         run,
@@ -107,13 +108,13 @@ def run_row(
     )
 
 
-def deleted_row(run: AgentRun, *, version: int) -> tuple[Any, ...]:
+def deleted_row(run: AgentRun, *, version: int) -> TrajectoryRow:
     """The row assembly stores when re-assembly drops `run`."""
     return deletion_row(run.trace_id, run.root_span_id, time.time(), version)
 
 
-def insert_trajectories(store: Store, rows: Iterable[tuple[Any, ...]]) -> None:
-    store.insert_rows("trajectories", ASSEMBLED_COLUMNS, list(rows))
+def insert_trajectories(store: Store, rows: Iterable[TrajectoryRow]) -> None:
+    store.insert("trajectories", list(rows))
 
 
 def store_runs(store: Store, runs: Iterable[AgentRun], **row_options: Any) -> list[AgentRun]:

@@ -25,6 +25,7 @@ from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
+from agenttrail.collector.rows import TrajectoryRow
 from agenttrail.collector.store import Store
 from agenttrail.collector.trajectory import (
     TRAJECTORY_ATTRIBUTE_PREFIXES,
@@ -37,38 +38,10 @@ from agenttrail.collector.trajectory import (
 
 log = logging.getLogger(__name__)
 
-TRAJECTORY_COLUMNS = (
-    "TraceId",
-    "RootSpanId",
-    "Agent",
-    "AgentId",
-    "AgentVersion",
-    "Task",
-    "ConversationId",
-    "ServiceName",
-    "Model",
-    "Start",
-    "LatencyS",
-    "Failure",
-    "ErrorType",
-    "Input",
-    "Output",
-    "InputTokens",
-    "OutputTokens",
-    "ToolCount",
-    "ToolNames",
-    "ToolStatuses",
-    "ToolCalls",
-    "SpanCount",
-    "Revision",
-    "AssembledAt",
-    "Version",
-    "IsDeleted",
-)
 # Columns added by later migrations; rows written without them (older writers, tests) get defaults.
 ADDED_TRAJECTORY_COLUMNS = ("AvailableTools", "Incomplete")
-ASSEMBLED_COLUMNS = TRAJECTORY_COLUMNS + ADDED_TRAJECTORY_COLUMNS
-_IS_DELETED = TRAJECTORY_COLUMNS.index("IsDeleted")
+ASSEMBLED_COLUMNS = TrajectoryRow._fields  # what assembly writes: every column, by name
+TRAJECTORY_COLUMNS = tuple(c for c in ASSEMBLED_COLUMNS if c not in ADDED_TRAJECTORY_COLUMNS)
 # ClickHouse spends about 0.2 CPU-s analysing the plain-trace query whatever its size, and then
 # ~0.25 ms a run against build_runs' ~1 ms: below this many traces a chunk is cheaper in Python.
 SQL_MIN_TRACES = 256
@@ -119,37 +92,37 @@ def _ts6(seconds: float) -> str:
     return f"{seconds:.6f}"
 
 
-def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version: int) -> tuple[Any, ...]:
+def trajectory_row(run: AgentRun, *, revision: int, assembled_at: float, version: int) -> TrajectoryRow:
     calls = run.tool_calls
-    return (
-        run.trace_id,
-        run.root_span_id,
-        run.agent,
-        run.agent_id,
-        run.agent_version,
-        run.task,
-        run.conversation_id,
-        run.service_name,
-        run.model,
-        ns_to_clickhouse(run.start_ns),
-        run.latency_s,
-        int(run.failure),
-        run.error_type,
-        "" if run.input is None else _json(run.input),
-        "" if run.output is None else _json(run.output),
-        run.input_tokens,
-        run.output_tokens,
-        len(calls),
-        [call.name for call in calls],
-        [call.status for call in calls],
-        _json([call.to_json() for call in calls]),
-        run.span_count,
-        revision,
-        _ts6(assembled_at),
-        version,
-        0,
-        _json([tool.to_json() for tool in run.available_tools]),
-        int(run.incomplete),
+    return TrajectoryRow(
+        TraceId=run.trace_id,
+        RootSpanId=run.root_span_id,
+        Agent=run.agent,
+        AgentId=run.agent_id,
+        AgentVersion=run.agent_version,
+        Task=run.task,
+        ConversationId=run.conversation_id,
+        ServiceName=run.service_name,
+        Model=run.model,
+        Start=ns_to_clickhouse(run.start_ns),
+        LatencyS=run.latency_s,
+        Failure=int(run.failure),
+        ErrorType=run.error_type,
+        Input="" if run.input is None else _json(run.input),
+        Output="" if run.output is None else _json(run.output),
+        InputTokens=run.input_tokens,
+        OutputTokens=run.output_tokens,
+        ToolCount=len(calls),
+        ToolNames=[call.name for call in calls],
+        ToolStatuses=[call.status for call in calls],
+        ToolCalls=_json([call.to_json() for call in calls]),
+        SpanCount=run.span_count,
+        Revision=revision,
+        AssembledAt=_ts6(assembled_at),
+        Version=version,
+        IsDeleted=0,
+        AvailableTools=_json([tool.to_json() for tool in run.available_tools]),
+        Incomplete=int(run.incomplete),
     )
 
 
@@ -318,7 +291,7 @@ class Assembler(BackgroundLoop):
             plain = self._assemble_plain(ids, bounds, previous, now, version)
         rest = [trace_id for trace_id in ids if trace_id not in plain]
         spans = self._read_spans(rest, bounds) if rest and bounds is not None else {}
-        trajectory_rows: list[tuple[Any, ...]] = []
+        trajectory_rows: list[TrajectoryRow] = []
         state_rows: list[tuple[Any, ...]] = []
         for trace_id in ids:
             old_keys, old_revision = previous.get(trace_id, ([], 0))
@@ -335,10 +308,10 @@ class Assembler(BackgroundLoop):
                 deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
             )
             state_rows.append((trace_id, _ts6(through[trace_id]), keys, revision, version))
-        self._store.insert_rows("trajectories", ASSEMBLED_COLUMNS, trajectory_rows)
+        self._store.insert("trajectories", trajectory_rows)
         # State last: a crash before it only means the trace is assembled again.
         self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
-        runs_written = len(plain) + sum(1 for row in trajectory_rows if not row[_IS_DELETED])
+        runs_written = len(plain) + sum(1 for row in trajectory_rows if not row.IsDeleted)
         self.assembled_runs += runs_written
         self.plain_runs += len(plain)
         for listener in self.listeners:
@@ -392,10 +365,39 @@ class Assembler(BackgroundLoop):
         return spans
 
 
-def deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> tuple[Any, ...]:
+def deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> TrajectoryRow:
     """The row that marks a run gone after re-assembly (IsDeleted = 1; tests store it too)."""
-    blank: list[Any] = [*[""] * 7, _ts6(now), 0.0, 0, "", "", "", 0, 0, 0, [], [], "[]", 0, 0]
-    return (trace_id, root_span_id, *blank, _ts6(now), version, 1, "[]", 0)
+    stamp = _ts6(now)
+    return TrajectoryRow(
+        TraceId=trace_id,
+        RootSpanId=root_span_id,
+        Agent="",
+        AgentId="",
+        AgentVersion="",
+        Task="",
+        ConversationId="",
+        ServiceName="",
+        Model="",
+        Start=stamp,
+        LatencyS=0.0,
+        Failure=0,
+        ErrorType="",
+        Input="",
+        Output="",
+        InputTokens=0,
+        OutputTokens=0,
+        ToolCount=0,
+        ToolNames=[],
+        ToolStatuses=[],
+        ToolCalls="[]",
+        SpanCount=0,
+        Revision=0,
+        AssembledAt=stamp,
+        Version=version,
+        IsDeleted=1,
+        AvailableTools="[]",
+        Incomplete=0,
+    )
 
 
 def _span_from_row(row: tuple[Any, ...]) -> SpanRecord:

@@ -216,6 +216,24 @@ class Store:
         except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
+    def insert(
+        self,
+        table: str,
+        rows: Sequence[tuple[Any, ...]],
+        *,
+        dedup_token: str | None = None,
+        settings: Mapping[str, str | int] | None = None,
+    ) -> None:
+        """Append rows of one NamedTuple type (`collector/rows.py`), its field names as the columns."""
+        if not rows:
+            return
+        row_type = type(rows[0])
+        columns: tuple[str, ...] | None = getattr(row_type, "_fields", None)
+        if columns is None or any(type(row) is not row_type for row in rows):
+            kinds = ", ".join(sorted({type(row).__name__ for row in rows}))
+            raise TypeError(f"an insert into {table} takes rows of one NamedTuple type, got {kinds}")
+        self.insert_rows(table, columns, rows, dedup_token=dedup_token, settings=settings)
+
     def insert_select_file(
         self,
         table: str,

@@ -19,7 +19,8 @@ from agenttrail.evaluators.judges.base import Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge, reference_calls
 from agenttrail.evaluators.metrics.correctness import avg_score, multiply_score, tool_correctness
 from agenttrail.evaluators.scoring.run_queue import now_stamp
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS, predicted_calls
+from agenttrail.evaluators.scoring.schema import ScoreRow
+from agenttrail.evaluators.scoring.worker import predicted_calls
 
 TOOL_CORRECTNESS: Final = ("tool_correctness", "tool_correctness_success")
 COMBINED: Final = ("multiply_score", "avg_score")
@@ -119,24 +120,24 @@ def store_combined(store: Store, trace_ids: Sequence[str], responses: Sequence[s
             values = combined_scores(min(correctness), source[4])
             for metric, value in values.items():
                 rows.append(
-                    (
-                        trace,
-                        root,
-                        metric,
-                        COMBINED_EVALUATOR,
-                        response,
-                        value,
-                        "",
-                        f"tool_correctness {min(correctness):g} with {response} {source[4]:g}",
-                        source[5],
-                        source[6],
-                        f"{source[7] / 1e6:.6f}",
-                        source[8],
-                        source[9],
-                        "",
-                        stamp,
+                    ScoreRow(
+                        TraceId=trace,
+                        RootSpanId=root,
+                        Metric=metric,
+                        Evaluator=COMBINED_EVALUATOR,
+                        EvaluatorVersion=response,
+                        Score=value,
+                        Label="",
+                        Explanation=f"tool_correctness {min(correctness):g} with {response} {source[4]:g}",
+                        Agent=source[5],
+                        Task=source[6],
+                        RunStart=f"{source[7] / 1e6:.6f}",
+                        Revision=source[8],
+                        ReferenceVersion=source[9],
+                        Error="",
+                        CreatedAt=stamp,
                     )
                 )
     if rows:
-        store.insert_rows("scores", SCORE_COLUMNS, rows)
+        store.insert("scores", rows)
     return len(rows)

@@ -33,18 +33,10 @@ from agenttrail.evaluators.judges.config import JudgeSpec
 from agenttrail.evaluators.metrics import ABSENT
 from agenttrail.evaluators.scoring.reference_store import StoredReference
 from agenttrail.evaluators.scoring.run_queue import now_stamp, record_decisions
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import ScoreRow
 from agenttrail.instrumentation.attributes import AGENTTRAIL_CONVERSATION_ENDED as CONVERSATION_ENDED
 
-JUDGE_SCORE_COLUMNS = (
-    *SCORE_COLUMNS,
-    "Model",
-    "PromptTokens",
-    "CompletionTokens",
-    "LatencyMs",
-    "Cost",
-    "Details",
-)
+JUDGE_SCORE_COLUMNS = ScoreRow._fields  # a verdict fills every column
 _CONVERSATIONS = f"""
 SELECT {TRAJECTORY_JSON_COLUMNS} FROM trajectories FINAL
 WHERE IsDeleted = 0 AND ConversationId IN {{ids:Array(String)}}
@@ -166,30 +158,30 @@ def _seconds(iso: str) -> str:
 
 def score_row(
     online: OnlineJudge, result: JudgeResult, run: Mapping[str, Any], reference_version: int, stamp: str
-) -> tuple[Any, ...]:
-    """One stored verdict in JUDGE_SCORE_COLUMNS order; an error keeps Score NULL."""
-    return (
-        run["trace_id"],
-        run["root_span_id"],
-        result.metric,
-        online.name,
-        online.version,
-        None if result.error else result.score,
-        result.label,
-        result.explanation,
-        run["agent"],
-        run["task"],
-        _seconds(run["start"]),
-        run["revision"],
-        reference_version,
-        result.error,
-        stamp,
-        result.model,
-        result.prompt_tokens,
-        result.completion_tokens,
-        round(result.latency_s * 1000),
-        result.cost,
-        json.dumps(dict(result.details), ensure_ascii=False, default=str) if result.details else "",
+) -> ScoreRow:
+    """One stored verdict; an error keeps Score NULL."""
+    return ScoreRow(
+        TraceId=run["trace_id"],
+        RootSpanId=run["root_span_id"],
+        Metric=result.metric,
+        Evaluator=online.name,
+        EvaluatorVersion=online.version,
+        Score=None if result.error else result.score,
+        Label=result.label,
+        Explanation=result.explanation,
+        Agent=run["agent"],
+        Task=run["task"],
+        RunStart=_seconds(run["start"]),
+        Revision=run["revision"],
+        ReferenceVersion=reference_version,
+        Error=result.error,
+        CreatedAt=stamp,
+        Model=result.model,
+        PromptTokens=result.prompt_tokens,
+        CompletionTokens=result.completion_tokens,
+        LatencyMs=round(result.latency_s * 1000),
+        Cost=result.cost,
+        Details=json.dumps(dict(result.details), ensure_ascii=False, default=str) if result.details else "",
     )
 
 
@@ -354,15 +346,14 @@ def _judge_and_store(
                 continue
             first, count, conversation = anchor
             details = {**result.details, "conversation_id": conversation, "runs": count}
-            row = list(score_row(online, replace(result, details=details), first, used_reference, stamp))
-            row[JUDGE_SCORE_COLUMNS.index("Revision")] = count  # a resumed session: a newer version
-            scores.append(tuple(row))
+            row = score_row(online, replace(result, details=details), first, used_reference, stamp)
+            scores.append(row._replace(Revision=count))  # a resumed session: a newer version
         if anchor is not None and not errors:
             decisions[index] = ("done", f"judged with its conversation {anchor[2]!r} ({anchor[1]} runs)")
         outcome.prompt_tokens += sum(result.prompt_tokens for result in results)
         outcome.completion_tokens += sum(result.completion_tokens for result in results)
         outcome.cost += sum(result.cost for result in results)
-    store.insert_rows("scores", JUDGE_SCORE_COLUMNS, scores)
+    store.insert("scores", scores)
     if waiting is None:
         _record(store, online, runs, decisions, set(), outcome, worker_id)
     return decisions

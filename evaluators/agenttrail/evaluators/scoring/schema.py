@@ -3,8 +3,38 @@ online judges 110-114; 116 the monitoring rollups, monitoring/rollups.py)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from agenttrail.collector.schema import Migration
 from agenttrail.evaluators.monitoring.rollups import ROLLUP_MIGRATIONS
+
+
+class ScoreRow(NamedTuple):
+    """A `scores` row: one metric or judge verdict on one run revision. The field names are the
+    columns (`Store.insert`); the judge fields (migration 110) keep their DDL defaults for metrics."""
+
+    TraceId: str
+    RootSpanId: str
+    Metric: str
+    Evaluator: str
+    EvaluatorVersion: str
+    Score: float | None  # None: no value (an error, or a label-only verdict)
+    Label: str
+    Explanation: str
+    Agent: str
+    Task: str
+    RunStart: str  # `seconds.fraction` text
+    Revision: int
+    ReferenceVersion: int
+    Error: str
+    CreatedAt: str
+    Model: str = ""
+    PromptTokens: int = 0
+    CompletionTokens: int = 0
+    LatencyMs: int = 0
+    Cost: float = 0.0
+    Details: str = ""  # JSON object, or ""
+
 
 # Per task, every loaded version of its reference; the newest version applies.
 REFERENCES = """

@@ -25,6 +25,7 @@ from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, ToolCall, comput
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 from agenttrail.evaluators.scoring.reference_store import StoredReference
 from agenttrail.evaluators.scoring.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
+from agenttrail.evaluators.scoring.schema import ScoreRow
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +39,8 @@ DEFAULT_METRICS = (
     "trajectory_precision",
     "trajectory_recall",
 )
-SCORE_COLUMNS = (
-    "TraceId",
-    "RootSpanId",
-    "Metric",
-    "Evaluator",
-    "EvaluatorVersion",
-    "Score",
-    "Label",
-    "Explanation",
-    "Agent",
-    "Task",
-    "RunStart",
-    "Revision",
-    "ReferenceVersion",
-    "Error",
-    "CreatedAt",
-)
+# The columns a metric's score fills (the judge columns after them keep their defaults).
+SCORE_COLUMNS = ScoreRow._fields[: ScoreRow._fields.index("CreatedAt") + 1]
 _PENDING_COLUMNS = """t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS,
 t.Failure, t.ToolCalls, t.Revision"""
 
@@ -234,7 +220,7 @@ class EvaluatorWorker(RunQueueWorker):
         if not rows:
             return 0
         references = self.references()
-        scores: list[tuple[Any, ...]] = []
+        scores: list[ScoreRow] = []
         decisions: list[tuple[Any, ...]] = []
         now, stamp = now_stamp()
         for trace_id, root, agent, task, start_us, latency_s, failure, tool_calls, revision in rows:
@@ -255,22 +241,22 @@ class EvaluatorWorker(RunQueueWorker):
                 run_start = f"{start_us / 1e6:.6f}"
                 reference_version = reference.version if reference else 0
                 scores.extend(
-                    (
-                        trace_id,
-                        root,
-                        metric,
-                        EVALUATOR,
-                        self.version,
-                        value,
-                        metric_label(metric, value),
-                        "",
-                        agent,
-                        task,
-                        run_start,
-                        revision,
-                        reference_version,
-                        "",
-                        stamp,
+                    ScoreRow(
+                        TraceId=trace_id,
+                        RootSpanId=root,
+                        Metric=metric,
+                        Evaluator=EVALUATOR,
+                        EvaluatorVersion=self.version,
+                        Score=value,
+                        Label=metric_label(metric, value),
+                        Explanation="",
+                        Agent=agent,
+                        Task=task,
+                        RunStart=run_start,
+                        Revision=revision,
+                        ReferenceVersion=reference_version,
+                        Error="",
+                        CreatedAt=stamp,
                     )
                     for metric, value in results.items()
                     if value is not None
@@ -281,7 +267,7 @@ class EvaluatorWorker(RunQueueWorker):
             decisions.append(
                 (trace_id, root, EVALUATOR, self.version, revision, decision, detail, self.worker_id, stamp)
             )
-        self.store.insert_rows("scores", SCORE_COLUMNS, scores)
+        self.store.insert("scores", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
         record_decisions(self.store, decisions)
         return len(rows)
