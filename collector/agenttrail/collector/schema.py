@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agenttrail.collector.errors import StoreError
+
 if TYPE_CHECKING:
     from agenttrail.collector.store import Store
 
@@ -236,23 +238,30 @@ MIGRATIONS_TABLE_CHECKSUM = (
 )
 
 
+_RECORDED = "SELECT Version, argMax(Checksum, AppliedAt) FROM schema_migrations GROUP BY Version"
+
+
 def recorded_migrations(store: Store) -> dict[int, str]:
     """Version -> checksum of every migration the store records as applied ('' when recorded
-    without one). Creates or upgrades the record table only when it is missing or old, so on an
-    up-to-date store this is two queries and no DDL."""
-    columns = {
-        row[0]
-        for row in store.query(
-            "SELECT name FROM system.columns "
-            "WHERE database = currentDatabase() AND table = 'schema_migrations'"
-        )
-    }
-    if not columns:
-        store.command(MIGRATIONS_TABLE)
-        return {}
-    if "Checksum" not in columns:
+    without one). On an up-to-date store this is one query and no DDL; only when it fails is
+    the record table created (a new store) or given its Checksum column (an older one)."""
+    try:
+        rows = store.query(_RECORDED)
+    except StoreError:
+        columns = {
+            row[0]
+            for row in store.query(
+                "SELECT name FROM system.columns "
+                "WHERE database = currentDatabase() AND table = 'schema_migrations'"
+            )
+        }
+        if not columns:
+            store.command(MIGRATIONS_TABLE)
+            return {}
+        if "Checksum" in columns:
+            raise  # the table is fine: the failure was something else
         store.command(MIGRATIONS_TABLE_CHECKSUM)
-    rows = store.query("SELECT Version, argMax(Checksum, AppliedAt) FROM schema_migrations GROUP BY Version")
+        rows = store.query(_RECORDED)
     return {int(version): str(checksum) for version, checksum in rows}
 
 
