@@ -6,8 +6,9 @@ each evaluator part on it. Nothing installs itself by being imported; a new part
 here. The heavy modules load inside `build_sidecar`, so the CLI, which imports this module for
 the migration list and the config sections, starts without them.
 
-    criteria          the criteria-sets table, the store saved-set judges read, its read route
-    drift monitor     the drift table and monitor, the stats and drift read routes
+    schema            ALL_MIGRATIONS, handed to the Sidecar, applied by its start()
+    criteria          the store saved-set judges read, its read route
+    drift monitor     the drift monitor, the stats and drift read routes
     evaluator         the online scoring worker and the scores route (scoring/)
     judges            the judge worker, its reload on SIGHUP, the decisions and judges routes
     alerts            the rule evaluator and its delivery
