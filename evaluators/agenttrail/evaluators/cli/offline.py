@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +63,13 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
-def _bind_criteria_store(store: str | None, database: str | None, opened: list[Any]) -> None:
-    """Saved criteria sets are read from this store (while a sidecar holds it: refused, saying what
-    to do instead); without --store or --database none is bound, and such a judge says to pass it."""
+def _criteria_store(store: str | None, database: str | None, opened: list[Any]) -> Callable[[], Any] | None:
+    """Where saved criteria sets are read from: this store (while a sidecar holds it: refused,
+    saying what to do instead); without --store or --database none, and such a judge says to pass it."""
     from agenttrail.collector.cli import SidecarApi, config_from, read_via
-    from agenttrail.evaluators.judges.criteria.judge import bind_store
 
     if not store and not database:
-        bind_store(None)
-        return
+        return None
 
     def open_store() -> Any:
         source = read_via(config_from({"store": store, "database": database}, None), None)
@@ -82,7 +81,7 @@ def _bind_criteria_store(store: str | None, database: str | None, opened: list[A
         opened.append(source)
         return source
 
-    bind_store(open_store)
+    return open_store
 
 
 def judge_definitions(specs: tuple[str, ...], defaults: dict[str, str]) -> list[JudgeDefinition]:
@@ -198,9 +197,8 @@ def evaluate_command(
 ) -> None:
     """Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows)."""
     defaults = {key: value for key, value in (("model", judge_model), ("base_url", judge_base_url)) if value}
-    pool = ClientPool()
     opened: list[Any] = []
-    _bind_criteria_store(store, database, opened)
+    pool = ClientPool(store_factory=_criteria_store(store, database, opened))
     try:
         definitions = judge_definitions(judge_specs, defaults)
         judges: list[Judge] = [pool.build(definition, "--judge") for definition in definitions]

@@ -1,13 +1,12 @@
-"""Criteria's part of `agenttrail serve`: the criteria-sets table, the store that saved-set
-judges read their sets from, and `/api/v1/criteria-sets` (what `agenttrail criteria list/show`
-read while serve holds the store)."""
+"""Criteria's part of `agenttrail serve`: the criteria-sets table and `/api/v1/criteria-sets`
+(what `agenttrail criteria list/show` read while serve holds the store). Saved-set judges get
+the sidecar's store from the composition root (`ClientPool(store_factory=sidecar.new_store)`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.judges.criteria.judge import bind_store
 from agenttrail.evaluators.judges.criteria.sets import (
     CRITERIA_MIGRATIONS,
     StoredCriteriaSet,
@@ -45,9 +44,8 @@ def read_sets(store: Store, params: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def install_criteria(sidecar: Sidecar) -> None:
-    """The criteria table, the store saved-set judges read from, and the read route."""
+    """The criteria table and the read route."""
     sidecar.migrations.extend(CRITERIA_MIGRATIONS)
-    bind_store(sidecar.new_store)
     read_store: list[Store] = []
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:
