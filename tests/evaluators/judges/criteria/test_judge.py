@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import time
 import uuid
 from pathlib import Path
@@ -138,3 +139,33 @@ def test_each_sidecar_reads_its_own_store(
 def online_judge(sidecar: Any) -> Judge:
     worker = next(w for w in sidecar.workers if isinstance(w, JudgeWorker))
     return worker.judges[0].judge
+
+
+def test_cli_audit_reads_a_saved_sets_version_from_the_store(
+    store: Store, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """`agenttrail audit` without a sidecar builds the configured judges on the store it reads, so
+    a saved-set criteria judge lists the saved version (it used to fail: no store to read it from)."""
+    from click.testing import CliRunner
+    from trajectory_rows import agent_run, store_runs
+
+    from agenttrail.evaluators.cli.main import cli
+    from agenttrail.evaluators.composition import STORE_MIGRATIONS
+
+    migrate(store, (*STORE_MIGRATIONS, *CRITERIA_MIGRATIONS))
+    saved = save_set(store, parse_criteria_set(SET_DOCUMENT, "t"), source="t").stored
+    [run] = store_runs(store, [agent_run(start=time.time() - 60, tools=["lookup"])])
+    config = tmp_path / "agenttrail.yaml"
+    judge = {
+        "name": "rq",
+        "type": "criteria",
+        "model": "m",
+        "api_key": "k",
+        "options": {"criteria_set": "refunds"},
+    }
+    config.write_text(yaml.safe_dump({"judges": [judge]}))
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(config)]
+    result = CliRunner().invoke(cli, ["audit", run.trace_id, *where, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["evaluator"]: row for row in map(json.loads, result.output.splitlines())}
+    assert (rows["rq"]["version"], rows["rq"]["decision"]) == (saved.version, "pending")
