@@ -26,11 +26,11 @@ from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.rows import TrajectoryRow
+from agenttrail.collector.runs import AgentRun
 from agenttrail.collector.store import Store
 from agenttrail.collector.trajectory import (
     TRAJECTORY_ATTRIBUTE_PREFIXES,
     TRAJECTORY_ATTRIBUTES,
-    AgentRun,
     SpanEvent,
     SpanRecord,
     build_runs,

@@ -22,7 +22,7 @@ OpenLLMetry         ``traceloop.span.kind`` agent/workflow/tool, ``traceloop.ent
 agenttrail          its own spans are OTel GenAI + OpenInference (spec/telemetry.md)
 ==================  ===========================================================================
 
-Arguments that the source did not record are ``NOT_CAPTURED``, which is not ``{}``. Framework
+Arguments that the source did not record are ``NOT_CAPTURED`` (runs.py), which is not ``{}``. Framework
 wrappers around arguments (``{"args": [], "kwargs": {...}}``, smolagents'
 ``sanitize_inputs_outputs``) are unwrapped; a copy that is not a JSON object after that (OpenInference
 unwraps a one-argument input to its bare value) is marked lossy so the model's request for the
@@ -31,26 +31,14 @@ same call wins (spec/telemetry.md).
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeAlias
 
+from agenttrail.collector.runs import NOT_CAPTURED, ToolDefinition
 from agenttrail.instrumentation import attributes as attr
-
-
-class NotCaptured(enum.Enum):
-    """The type of ``NOT_CAPTURED``: the source recorded no value (capture off, or never recorded)."""
-
-    NOT_CAPTURED = "NOT_CAPTURED"
-
-    def __repr__(self) -> str:
-        return "NOT_CAPTURED"
-
-
-NOT_CAPTURED: Final = NotCaptured.NOT_CAPTURED
 
 Role: TypeAlias = Literal["agent", "tool", "model", "other"]
 
@@ -142,18 +130,6 @@ class Requested:
     call_id: str
     name: str
     arguments: Any  # a JSON value, or NOT_CAPTURED
-
-
-@dataclass(frozen=True, slots=True)
-class ToolDefinition:
-    """A tool the agent could call: name, description, JSON schema of its parameters (or None)."""
-
-    name: str
-    description: str = ""
-    parameters: Any = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
 @dataclass(slots=True)

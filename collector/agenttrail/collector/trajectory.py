@@ -23,31 +23,30 @@ spec/metrics.md):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agenttrail.collector.conventions import (
-    NOT_CAPTURED,
     SPAN_ATTRIBUTE_PREFIXES,
     SPAN_ATTRIBUTES,
-    NotCaptured,
     Requested,
     SpanFacts,
-    ToolDefinition,
     merge_tools,
     parse_json_value,
     read_span,
     unwrap_arguments,
 )
+from agenttrail.collector.runs import NOT_CAPTURED, AgentRun, ToolCall, ToolDefinition
 from agenttrail.instrumentation import attributes as attr
 
+# The run model (NOT_CAPTURED, AgentRun, ToolCall, ToolDefinition) lives in runs.py; it is
+# re-exported here, beside build_runs that makes it, for the tests that import it from here.
 __all__ = [
     "NOT_CAPTURED",
     "STATUS_ERROR",
     "TRAJECTORY_ATTRIBUTES",
     "TRAJECTORY_ATTRIBUTE_PREFIXES",
     "AgentRun",
-    "NotCaptured",
     "SpanEvent",
     "SpanRecord",
     "ToolCall",
@@ -90,63 +89,6 @@ class SpanRecord:
     @property
     def end_ns(self) -> int:
         return self.start_ns + self.duration_ns
-
-
-@dataclass(slots=True)
-class ToolCall:
-    name: str
-    input: Any  # a JSON value, or NOT_CAPTURED when the source recorded no arguments
-    output: Any  # a JSON value (None for a failed call), or NOT_CAPTURED
-    status: str  # "ok" | "error"
-    error_type: str
-    latency_ms: float
-    span_id: str
-    agent: str
-    start_ns: int
-    end_ns: int
-    call_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored form; `input_captured: false` says the arguments were not recorded, which
-        is not the same as `input: {}` (called with no arguments)."""
-        return {
-            "name": self.name,
-            "input": None if self.input is NOT_CAPTURED else self.input,
-            "output": None if self.output is NOT_CAPTURED else self.output,
-            "input_captured": self.input is not NOT_CAPTURED,
-            "output_captured": self.output is not NOT_CAPTURED,
-            "status": self.status,
-            "error_type": self.error_type,
-            "latency_ms": self.latency_ms,
-            "span_id": self.span_id,
-            "agent": self.agent,
-            "call_id": self.call_id,
-        }
-
-
-@dataclass(slots=True)
-class AgentRun:
-    trace_id: str
-    root_span_id: str
-    agent: str
-    agent_id: str
-    agent_version: str
-    task: str
-    conversation_id: str
-    service_name: str
-    start_ns: int
-    latency_s: float
-    failure: bool
-    error_type: str
-    input: Any
-    output: Any
-    input_tokens: int
-    output_tokens: int
-    span_count: int
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    model: str = ""  # the model of the run's first model span (requested, else responding)
-    incomplete: bool = False  # the run's root span never arrived (its agent span never ended)
-    available_tools: list[ToolDefinition] = field(default_factory=list)
 
 
 def _failed(span: SpanRecord) -> bool:

@@ -7,7 +7,7 @@ here. The heavy modules load inside `build_sidecar`, so the CLI, which imports t
 the migration list and the config sections, starts without them.
 
     schema            ALL_MIGRATIONS, handed to the Sidecar, applied by its start()
-    criteria          the store saved-set judges read, its read route
+    criteria          the criteria sets' read route (saved-set judges get the store via ClientPool)
     drift monitor     the drift monitor, the stats and drift read routes
     evaluator         the online scoring worker and the scores route (scoring/)
     judges            the judge worker, its reload on SIGHUP, the decisions and judges routes
@@ -66,17 +66,19 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
     from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
     sidecar = Sidecar(config, ALL_MIGRATIONS)
-    install_criteria(sidecar)  # first: judges built below find the saved sets' store
+    install_criteria(sidecar)
     install_monitoring(sidecar, config_file)
     evaluator = EvaluatorConfig.from_file(config_file)
-    install_scoring(sidecar, evaluator)
-    judge_clients = ClientPool()  # online and API judging share each model's budget
+    scoring = install_scoring(sidecar, evaluator)
+    # Online and API judging share each model's budget; saved criteria sets are read from this
+    # sidecar's own store (passed, not bound globally: two sidecars in a process keep apart).
+    judge_clients = ClientPool(store_factory=sidecar.new_store)
     judges = install_judges(sidecar, config_file, evaluator, judge_clients)
     install_alerts(sidecar, config_file)
     install_export_and_report(sidecar, config_file)
     api_judges = install_api(sidecar, evaluator.metrics, config_file, judge_clients)
     judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
     install_admin(sidecar, judges)
-    install_console(sidecar, config_file)  # after the workers: it finds them on the sidecar
+    install_console(sidecar, config_file, evaluator=evaluator, scoring=scoring, judges=judges)
     install_mcp(sidecar, config_file)
     return sidecar

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from agenttrail.collector.config import load_config
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.judges.config import JudgesConfig, JudgeSpec
+from agenttrail.evaluators.judges.registry import ClientPool
 from agenttrail.evaluators.judges.setup import build_online_judges
 from agenttrail.evaluators.scoring.worker import sample_fraction
 
@@ -126,14 +127,13 @@ def test_sampling_is_monotonic_in_the_rate(trace_id: str, low: float, high: floa
 def test_the_readme_judges_example_builds() -> None:
     """The judges block in README's judge section loads and builds as shown (session idle time,
     tool correctness parameters, a response judge, a saved criteria set)."""
-    from agenttrail.evaluators.judges.criteria.judge import bind_store
-
     readme = (Path(__file__).parents[3] / "README.md").read_text()
     block = readme.split("```yaml\njudges:\n", 1)[1].split("```", 1)[0]
     document = {**yaml.safe_load("judges:\n" + block), "judge_defaults": {"model": "m", "api_key": "k"}}
-    bind_store(lambda: pytest.fail("a saved set is read on first use"))
+    pool = ClientPool(store_factory=lambda: pytest.fail("a saved set is read on first use"))
     built = {
-        judge.name: judge for judge in build_online_judges(JudgesConfig.from_document(document, "README"))
+        judge.name: judge
+        for judge in build_online_judges(JudgesConfig.from_document(document, "README"), pool)
     }
     assert (built["conversation_done"].session, built["conversation_done"].session_idle_s) == (True, 900.0)
     assert built["picks"].judge.tool_correctness == {"threshold": 0.7}

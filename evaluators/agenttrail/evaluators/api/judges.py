@@ -108,7 +108,13 @@ class ApiJudges:
             )
         with self._lock:
             client = self._pool.client(self._inline_settings)
-        return build_judge(name, {**options, "type": definition.get("type")}, client, "inline definition")
+        return build_judge(
+            name,
+            {**options, "type": definition.get("type")},
+            client,
+            "inline definition",
+            store_factory=self._pool.store_factory,
+        )
 
     def _first_settings(self) -> JudgeSettings | None:
         first = next(iter(self._config.enabled), None)

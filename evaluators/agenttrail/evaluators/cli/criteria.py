@@ -7,9 +7,9 @@
     verify       do scores drop when steps or sentences are removed from a run?
     save/list/show  reviewed sets in the store, versioned; a saved set runs online as a judge
 
-The sidecar's side (the criteria table, the store binding for `CriteriaJudge`, the
-`/api/v1/criteria-sets` read route) is judges/criteria/install.py, which the composition root
-installs.
+The sidecar's side (the criteria table, the `/api/v1/criteria-sets` read route) is
+judges/criteria/install.py, which the composition root installs; it also gives the sidecar's
+judges the store their saved sets are read from.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from agenttrail.collector.cli import (
     emit_rows,
     format_table,
     read_via,
-    run_filter,
     store_options,
 )
 from agenttrail.collector.errors import AgentTrailError
@@ -51,24 +50,22 @@ from agenttrail.evaluators.judges.criteria.model import (
     parse_criteria_set,
     read_document,
 )
-from agenttrail.evaluators.judges.criteria.quantifier import quantify_run
-from agenttrail.evaluators.judges.criteria.results import store_results
 from agenttrail.evaluators.judges.criteria.robustness import (
     DEFAULT_MAX_SPREAD,
     DEFAULT_MIN_GAP,
-    parallel_map,
     repeat_quantify,
     robustness_report,
 )
-from agenttrail.evaluators.judges.criteria.runs import (
-    Run,
-    SuccessRule,
-    load_runs_file,
-    run_from_json,
-    split_runs,
+from agenttrail.evaluators.judges.criteria.runs import Run, split_runs
+from agenttrail.evaluators.judges.criteria.service import (
+    CriteriaUsageError,
+    RunsQuery,
+    load_runs,
+    quantify_runs,
+    resolve_set,
+    scores_by_trace,
 )
 from agenttrail.evaluators.judges.criteria.sets import (
-    get_set,
     save_set,
 )
 from agenttrail.evaluators.judges.criteria.verify import DEFAULT_SHARE, verify
@@ -146,28 +143,6 @@ scoring_options = _decorate([set_options, runs_options, store_options, judge_opt
 
 
 @dataclass(frozen=True, slots=True)
-class RunsQuery:
-    runs_file: str | None
-    since: str | None
-    until: str | None
-    agent: str | None
-    task: str | None
-    trace_id: str | None
-    limit: int
-    success_metric: str | None
-    success_threshold: float
-
-    @classmethod
-    def pick(cls, options: dict[str, Any]) -> RunsQuery:
-        """Take (and remove) the runs options from a command's keyword arguments."""
-        return cls(*(options.pop(name) for name in cls.__dataclass_fields__))
-
-    @property
-    def rule(self) -> SuccessRule:
-        return SuccessRule(self.success_metric, self.success_threshold)
-
-
-@dataclass(frozen=True, slots=True)
 class StoreArgs:
     store: str | None
     database: str | None
@@ -240,71 +215,6 @@ class JudgeArgs:
             raise click.ClickException(str(exc)) from exc
 
 
-def load_runs(query: RunsQuery, source: SidecarApi | Store | None) -> list[Run]:
-    """Runs from the file, or from the store (or the sidecar holding it) by the filter."""
-    if query.runs_file:
-        return load_runs_file(query.runs_file)
-    assert source is not None
-    trace_id = query.trace_id.strip().lower() if query.trace_id else None
-    where = run_filter(query.since, query.until, query.agent, query.task, trace_id, query.limit)
-    if isinstance(source, SidecarApi):
-        runs = [run_from_json(doc) for doc in source.get_lines("/api/v1/trajectories", where.to_params())]
-    else:
-        from agenttrail.evaluators.judges.criteria.runs import load_store_runs
-
-        runs = load_store_runs(source, where)
-    found = sorted({run.trace_id for run in runs})
-    if trace_id and len(found) > 1:  # --trace took a prefix (as tables print ids) of several
-        raise click.BadParameter(
-            f"{trace_id!r} is the start of {len(found)} trace ids; give more of it: {', '.join(found[:10])}",
-            param_hint="'--trace'",
-        )
-    return runs
-
-
-def scores_by_trace(
-    source: SidecarApi | Store | None, query: RunsQuery, runs: Sequence[Run]
-) -> dict[str, float]:
-    """Newest score of the success metric per run, for telling successful runs by score."""
-    if query.success_metric is None:
-        return {}
-    if source is None:
-        raise click.UsageError("--success-metric reads scores from the store: pass --store")
-    if isinstance(source, SidecarApi):
-        params = {"metric": query.success_metric, "limit": str(max(10_000, 10 * len(runs)))}
-        rows = sorted(source.get_lines("/api/v1/scores", params), key=lambda r: r["created_at"])
-        wanted = {run.trace_id for run in runs}
-        return {r["trace_id"]: r["score"] for r in rows if r["trace_id"] in wanted and r["score"] is not None}
-    from agenttrail.evaluators.judges.criteria.runs import latest_scores
-
-    return latest_scores(source, query.success_metric, [run.trace_id for run in runs])
-
-
-def resolve_set(
-    criteria_file: str | None, set_name: str | None, set_version: int | None, source: Callable[[], Any]
-) -> tuple[CriteriaSet, str]:
-    """The criteria set to use and its evaluator version (a saved version, or the file's draft)."""
-    if bool(criteria_file) == bool(set_name):
-        raise click.UsageError("give either --criteria-file or --criteria-set")
-    if criteria_file:
-        if set_version is not None:
-            raise click.UsageError("--set-version goes with --criteria-set, not a file")
-        criteria_set = load_criteria_file(criteria_file)
-        return criteria_set, criteria_set.draft_version
-    assert set_name is not None
-    target = source()
-    if isinstance(target, SidecarApi):
-        params = {"name": set_name, **({"version": str(set_version)} if set_version else {})}
-        rows = target.get_lines(SETS_ROUTE, params)
-        if not rows:
-            raise click.ClickException(f"no criteria set named {set_name!r}")
-        document = rows[0]
-
-        return parse_criteria_set(document["definition"], f"criteria set {set_name}"), document["version"]
-    stored = get_set(target, set_name, set_version)
-    return stored.criteria_set, stored.version
-
-
 def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -317,6 +227,10 @@ def _errors_to_click(function: Callable[..., None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         try:
             function(*args, **kwargs)
+        except CriteriaUsageError as exc:  # a bad combination of options: click's usage exit (2)
+            if exc.option:
+                raise click.BadParameter(str(exc), param_hint=f"'{exc.option}'") from exc
+            raise click.UsageError(str(exc)) from exc
         except (AgentTrailError, BudgetExhausted) as exc:
             raise click.ClickException(str(exc)) from exc
 
@@ -525,31 +439,16 @@ def quantify(output_format: str, no_save: bool, **options: Any) -> None:
             source = where.source()
         criteria_set, version = wanted.resolve(lambda: source)
         runs = load_runs(query, source)
-        client = judge.client()
-        results = parallel_map(
-            lambda run: quantify_run(client, criteria_set, version, run.judge_input), runs, judge.concurrency
-        )
+        outcome = quantify_runs(judge.client(), criteria_set, version, runs, judge.concurrency, store)
         if store is not None:
-            stored = store_results(store, list(zip(runs, results, strict=True)))
             click.echo(
-                f"stored {stored} score(s) for {len(runs)} run(s) ({criteria_set.name} {version})", err=True
+                f"stored {outcome.stored} score(s) for {len(runs)} run(s) ({criteria_set.name} {version})",
+                err=True,
             )
     finally:
         if store is not None:
             store.close()
-    rows = [
-        {
-            "trace_id": run.trace_id,
-            "metric": result.metric,
-            "label": result.label,
-            "score": result.score,
-            "explanation": result.explanation,
-            "evaluator": f"{result.judge}@{result.version}",
-            "error": result.error,
-        }
-        for run, run_results in zip(runs, results, strict=True)
-        for result in run_results
-    ]
+    rows = outcome.rows
     emit_rows(
         rows,
         output_format,

@@ -60,13 +60,15 @@ def audit(
 
     def on_store(source: Store) -> list[dict[str, Any]]:
         from agenttrail.evaluators.judges.config import JudgesConfig
+        from agenttrail.evaluators.judges.registry import ClientPool
         from agenttrail.evaluators.judges.setup import audit_subjects, build_online_judges
         from agenttrail.evaluators.scoring.audit import audit_run
         from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
         evaluator = EvaluatorConfig.from_file(config_file)
         judges = JudgesConfig.from_file(config_file)
-        subjects = audit_subjects(evaluator, judges, build_online_judges(judges))
+        pool = ClientPool(store_factory=lambda: source)  # a saved criteria set's version: this store's
+        subjects = audit_subjects(evaluator, judges, build_online_judges(judges, pool))
         return audit_run(source, trace_id, subjects, lookback_s=evaluator.lookback_s)
 
     rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, ALL_MIGRATIONS)
@@ -176,17 +178,21 @@ def _backfill_here(
 ) -> dict[str, Any]:
     """No sidecar holds the store: open it and judge from this process."""
     from agenttrail.evaluators.admin.backfill import backfill
+    from agenttrail.evaluators.judges.registry import ClientPool
     from agenttrail.evaluators.judges.setup import build_online_judge
 
-    try:
-        online = build_online_judge(spec)
-    except AgentTrailError as exc:
-        raise cli_error(exc) from exc
     target = open_store(store, database, config_file)
     try:
-        report = backfill(target, online, runs, dry_run=dry_run, progress=lambda r: _progress(r.to_json()))
-    except AgentTrailError as exc:
-        raise click.ClickException(str(exc)) from exc
+        try:  # a saved criteria set is read from the store being backfilled
+            online = build_online_judge(spec, ClientPool(store_factory=lambda: target))
+        except AgentTrailError as exc:
+            raise cli_error(exc) from exc
+        try:
+            report = backfill(
+                target, online, runs, dry_run=dry_run, progress=lambda r: _progress(r.to_json())
+            )
+        except AgentTrailError as exc:
+            raise click.ClickException(str(exc)) from exc
     finally:
         target.close()
     return report.to_json()

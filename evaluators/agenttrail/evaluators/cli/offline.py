@@ -1,6 +1,7 @@
 """``agenttrail evaluate DATASET``: offline evaluation of a dataset file from the command line.
 
-``evaluate_command`` is a standalone click command; the ``agenttrail`` group adds it. The
+``evaluate_command`` is a standalone click command over ``offline/service.py`` (which tests call
+without click); the ``agenttrail`` group adds it. The
 dataset may be the output of ``agenttrail trajectories --format json`` (see ``datasets``). Exit
 codes (the CLI's, see agenttrail.collector.cli): 0 every row was scored; 1 some judge calls
 failed (the report says which); 2 a bad ``--metric``, ``--agent`` or ``--judge``, before any row
@@ -23,26 +24,17 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import click
-import yaml
 
 from agenttrail.collector.cli import EXIT_BAD_INPUT, BadInput
 from agenttrail.collector.errors import AgentTrailError, ConfigError
-from agenttrail.evaluators.judges.base import Judge
-from agenttrail.evaluators.judges.registry import (
-    JUDGE_TYPES,
-    SCHEDULING_KEYS,
-    ClientPool,
-    JudgeDefinition,
-    judge_types,
-    parse_judge_definitions,
-)
+from agenttrail.evaluators.judges.registry import judge_types
 from agenttrail.evaluators.metrics import METRICS, ConfiguredMetric
-from agenttrail.evaluators.offline.datasets import DatasetError, load_dataset
-from agenttrail.evaluators.offline.evaluate import DEFAULT_METRICS, evaluate_rows, parse_metric_specs
-from agenttrail.evaluators.offline.runnable import AgentLoadError, load_agent, run_agent_over_dataset
+from agenttrail.evaluators.offline.datasets import DatasetError
+from agenttrail.evaluators.offline.evaluate import DEFAULT_METRICS, parse_metric_specs
+from agenttrail.evaluators.offline.runnable import AgentLoadError, load_agent
+from agenttrail.evaluators.offline.service import JudgeClash, build_offline_judges, evaluate_dataset
 
 
 def _epilog() -> str:
@@ -60,60 +52,6 @@ def _epilog() -> str:
     for kind, summary in judge_types().items():
         lines.extend(textwrap.wrap(f"{kind}: {summary}", 96, initial_indent="  ", subsequent_indent="      "))
     return "\n".join(lines)
-
-
-def _bind_criteria_store(store: str | None, database: str | None, opened: list[Any]) -> None:
-    """Saved criteria sets are read from this store (while a sidecar holds it: refused, saying what
-    to do instead); without --store or --database none is bound, and such a judge says to pass it."""
-    from agenttrail.collector.cli import SidecarApi, config_from, read_via
-    from agenttrail.evaluators.judges.criteria.judge import bind_store
-
-    if not store and not database:
-        bind_store(None)
-        return
-
-    def open_store() -> Any:
-        source = read_via(config_from({"store": store, "database": database}, None), None)
-        if isinstance(source, SidecarApi):
-            raise ConfigError(
-                f"the store is held by a running sidecar ({source.base_url}): export the set with "
-                "`agenttrail criteria show NAME > set.yaml` and give it to the judge as file: set.yaml"
-            )
-        opened.append(source)
-        return source
-
-    bind_store(open_store)
-
-
-def judge_definitions(specs: tuple[str, ...], defaults: dict[str, str]) -> list[JudgeDefinition]:
-    """Definitions from ``--judge`` values: judge types, or files of definitions. ConfigError if bad."""
-    definitions: list[JudgeDefinition] = []
-    for spec in specs:
-        if spec in JUDGE_TYPES:
-            definitions.append(
-                JudgeDefinition.from_mapping({"name": spec, "type": spec}, "--judge", defaults=defaults)
-            )
-            continue
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(
-                f"--judge {spec!r} is neither a judge type ({', '.join(JUDGE_TYPES)}) nor a file of "
-                "judge definitions"
-            )
-        try:
-            document = yaml.safe_load(path.read_text(encoding="utf-8"))  # YAML reads JSON too
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read judge file {path}: {exc}") from exc
-        definitions.extend(
-            parse_judge_definitions(
-                document, f"judge file {path}", defaults=defaults, extra_keys=SCHEDULING_KEYS
-            )
-        )
-    names = [definition.name for definition in definitions]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ConfigError(f"--judge: judge name(s) given more than once: {repeated}")
-    return definitions
 
 
 def _metrics_option(
@@ -198,19 +136,10 @@ def evaluate_command(
 ) -> None:
     """Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows)."""
     defaults = {key: value for key, value in (("model", judge_model), ("base_url", judge_base_url)) if value}
-    pool = ClientPool()
-    opened: list[Any] = []
-    _bind_criteria_store(store, database, opened)
     try:
-        definitions = judge_definitions(judge_specs, defaults)
-        judges: list[Judge] = [pool.build(definition, "--judge") for definition in definitions]
-        for judge in judges:
-            _ = judge.version  # a saved criteria set is read here, so a bad name fails before any row
+        judging = build_offline_judges(judge_specs, defaults, store=store, database=database)
     except (ConfigError, AgentTrailError) as exc:
         raise click.BadParameter(str(exc), param_hint="'--judge'") from exc
-    finally:
-        for opened_store in opened:
-            opened_store.close()
     agent = None
     if agent_spec is not None:
         # Like `python -m`, so `--agent my_agent:run` finds my_agent.py in the current directory.
@@ -221,15 +150,10 @@ def evaluate_command(
         except AgentLoadError as exc:
             raise click.BadParameter(str(exc), param_hint="'--agent'") from exc
     try:
-        rows = load_dataset(dataset)
+        report = evaluate_dataset(dataset, metrics, judging, agent=agent)
     except DatasetError as exc:
         raise BadInput(f"cannot read the dataset {exc}") from exc
-    if agent is not None:
-        rows = run_agent_over_dataset(agent, rows)
-    workers = max((definition.settings.concurrency for definition in definitions), default=1)
-    try:
-        report = evaluate_rows(rows, metrics, judges=judges, judge_workers=workers)
-    except ValueError as exc:  # a judge metric that is also a metric
+    except JudgeClash as exc:
         raise click.BadParameter(str(exc), param_hint="'--judge'") from exc
     text = json.dumps(report.to_json(), indent=2) if output_format == "json" else report.to_table()
     if output_format == "json":

@@ -64,14 +64,14 @@ class ConsoleSettings:
 
     bearer_token: str | None = None
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
-    judges: Sequence[AuditSubject] = ()  # audit subjects of configured LLM judges
+    judges: Callable[[], Sequence[AuditSubject]] = tuple  # the configured LLM judges' audit subjects, now
     alert_rules: Sequence[AlertRule] = ()
     on_references_changed: Callable[[], None] | None = None  # e.g. wake the evaluator worker
 
     @property
     def audit_subjects(self) -> list[AuditSubject]:
         version = self.evaluator.version
-        return [AuditSubject("trajectory", version, version), *self.judges]
+        return [AuditSubject("trajectory", version, version), *self.judges()]
 
 
 INTERVAL_KEYS = ("a_since", "a_until", "b_since", "b_until")  # the compare page's intervals

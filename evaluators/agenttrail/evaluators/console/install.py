@@ -7,18 +7,26 @@ from typing import Any
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.console.runs import RunsFilter, list_runs
-from agenttrail.evaluators.judges.config import JudgesConfig
-from agenttrail.evaluators.judges.setup import audit_subjects
-from agenttrail.evaluators.judges.worker import JudgeWorker
+from agenttrail.evaluators.judges.setup import LiveJudges, audit_subjects
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.route_store import lazy_store
+from agenttrail.evaluators.scoring.audit import AuditSubject
 from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
 
 PREFIX = "/console"
 
 
-def install_console(sidecar: Sidecar, config_file: str | None) -> None:
-    """Add the runs read route and mount the console (after the evaluators' workers exist)."""
+def install_console(
+    sidecar: Sidecar,
+    config_file: str | None,
+    *,
+    evaluator: EvaluatorConfig,
+    scoring: EvaluatorWorker | None = None,
+    judges: LiveJudges | None = None,
+) -> None:
+    """Add the runs read route and mount the console. The composition root hands over what it
+    reads: the evaluator's settings, its worker (woken when references change) and the judges in
+    force (a run's audit lists them as they are when the page is asked for, after any reload)."""
     store = lazy_store(sidecar)
 
     def runs_route(params: dict[str, str]) -> list[dict[str, Any]]:
@@ -27,16 +35,18 @@ def install_console(sidecar: Sidecar, config_file: str | None) -> None:
     sidecar.add_read_route("/api/v1/runs", runs_route)
     from agenttrail.evaluators.console.app import ConsoleSettings, create_app
 
-    evaluator = EvaluatorConfig.from_file(config_file)
-    worker = next((w for w in sidecar.workers if isinstance(w, EvaluatorWorker)), None)
-    judge_worker = next((w for w in sidecar.workers if isinstance(w, JudgeWorker)), None)
-    judges = JudgesConfig.from_file(config_file)
-    subjects = audit_subjects(evaluator, judges, judge_worker.judges if judge_worker else ())
+    def judge_subjects() -> list[AuditSubject]:
+        # Read per page, not at install: a saved criteria set's version comes from the store,
+        # which is not open until the sidecar starts.
+        if judges is None:
+            return []
+        return audit_subjects(evaluator, judges.config, judges.judges)[1:]
+
     settings = ConsoleSettings(
         bearer_token=sidecar.config.bearer_token,
         evaluator=evaluator,
-        judges=subjects[1:],
+        judges=judge_subjects,
         alert_rules=AlertsConfig.from_file(config_file).rules,
-        on_references_changed=worker.wake if worker else None,
+        on_references_changed=scoring.wake if scoring else None,
     )
     sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings))

@@ -11,7 +11,9 @@ A judge definition (a list item of the config file's `judges:` section, or of a 
       options: {}                   # the type's options
 
 Adding a judge type is one line in `JUDGE_TYPES`: a factory ``(name, options, client, source)``
-whose docstring's first line is its help text.
+whose docstring's first line is its help text. A type that reads saved data from the store
+(criteria sets) is also in `STORE_JUDGE_TYPES` and is given the builder's ``store_factory``
+(`ClientPool(store_factory=...)`, set by whoever builds the judges), never a global.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.judges.base import ChatJudgeClient, Judge
@@ -30,7 +32,26 @@ from agenttrail.evaluators.judges.task_completion import TaskCompletionJudge
 from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge
 from agenttrail.evaluators.judges.trajectory_accuracy import TrajectoryAccuracyJudge
 
+if TYPE_CHECKING:
+    from agenttrail.collector.store import Store
+
 JudgeFactory: TypeAlias = Callable[[str, Mapping[str, Any], ChatJudgeClient, str], Judge]
+StoreFactory: TypeAlias = Callable[[], "Store"]
+
+
+class StoreJudgeFactory(Protocol):
+    """A judge type that reads saved data (criteria sets) from the store it is given."""
+
+    def __call__(
+        self,
+        name: str,
+        options: Mapping[str, Any],
+        client: ChatJudgeClient,
+        source: str,
+        *,
+        store_factory: StoreFactory | None = None,
+    ) -> Judge: ...
+
 
 JUDGE_TYPES: dict[str, JudgeFactory] = {
     "rubric": RubricJudge.from_options,
@@ -40,6 +61,7 @@ JUDGE_TYPES: dict[str, JudgeFactory] = {
     "tool_selection": ToolSelectionJudge.from_options,
     "criteria": criteria_judge_factory,
 }
+STORE_JUDGE_TYPES: dict[str, StoreJudgeFactory] = {"criteria": criteria_judge_factory}
 
 _DEFINITION_KEYS: Final = frozenset({"name", "type", "options"})
 SCHEDULING_KEYS: Final = frozenset(
@@ -64,13 +86,24 @@ def judge_types() -> dict[str, str]:
     return {name: (factory.__doc__ or "").strip().splitlines()[0] for name, factory in JUDGE_TYPES.items()}
 
 
-def build_judge(name: str, options: Mapping[str, Any], client: ChatJudgeClient, source: str) -> Judge:
-    """A judge of ``options["type"]`` configured by the other keys; ConfigError names what is wrong."""
+def build_judge(
+    name: str,
+    options: Mapping[str, Any],
+    client: ChatJudgeClient,
+    source: str,
+    *,
+    store_factory: StoreFactory | None = None,
+) -> Judge:
+    """A judge of ``options["type"]`` configured by the other keys; ConfigError names what is wrong.
+    `store_factory`: where a judge that reads saved data (a saved criteria set) reads it from."""
     kind = options.get("type")
     factory = JUDGE_TYPES.get(str(kind))
     if factory is None:
         raise ConfigError(f"{source}: judge {name}: unknown type {kind!r}; types: {', '.join(JUDGE_TYPES)}")
     rest = {key: value for key, value in options.items() if key != "type"}
+    reader = STORE_JUDGE_TYPES.get(str(kind))
+    if reader is not None:
+        return reader(name, rest, client, f"{source}: judge {name}", store_factory=store_factory)
     return factory(name, rest, client, f"{source}: judge {name}")
 
 
@@ -144,10 +177,18 @@ def parse_judge_definitions(
 
 
 class ClientPool:
-    """One client per distinct settings, so judges with the same model share its budget and slots."""
+    """Builds judges: one client per distinct settings, so judges with the same model share its
+    budget and slots; `store_factory` is where their saved criteria sets are read from (None: no
+    store, and a judge naming a saved set is a ConfigError that says to pass one)."""
 
-    def __init__(self, make: Callable[[JudgeSettings], ChatJudgeClient] = OpenAIJudgeClient) -> None:
+    def __init__(
+        self,
+        make: Callable[[JudgeSettings], ChatJudgeClient] = OpenAIJudgeClient,
+        *,
+        store_factory: StoreFactory | None = None,
+    ) -> None:
         self._make = make
+        self.store_factory = store_factory
         self._clients: dict[JudgeSettings, ChatJudgeClient] = {}
         self._lock = threading.Lock()  # a reload builds judges while the API's threads do too
 
@@ -159,4 +200,10 @@ class ClientPool:
 
     def build(self, definition: JudgeDefinition, source: str) -> Judge:
         options = {"type": definition.type, **definition.options}
-        return build_judge(definition.name, options, self.client(definition.settings), source)
+        return build_judge(
+            definition.name,
+            options,
+            self.client(definition.settings),
+            source,
+            store_factory=self.store_factory,
+        )

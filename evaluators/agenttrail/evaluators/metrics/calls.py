@@ -1,4 +1,6 @@
-"""The normalised tool call, and the parser that reads every trajectory format the spec accepts.
+"""The parser that reads every trajectory format the spec accepts into the collector's ``ToolCall``
+(``agenttrail.collector.runs``, re-exported here with ``ABSENT`` and ``NOT_CAPTURED``): the same
+model the assembler builds, so online and offline evaluation compare one kind of call.
 
 Predicted and reference trajectories may each come as (or as a JSON string of):
 
@@ -36,46 +38,27 @@ Rules where the spec is open:
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias
 
 from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.runs import ABSENT, NOT_CAPTURED, Absent, ToolCall
 
-
-class Absent(enum.Enum):
-    """The type of ``ABSENT`` (a field the data did not carry, as distinct from JSON null) and of
-    ``NOT_CAPTURED`` (a predicted call whose arguments the trace did not record)."""
-
-    ABSENT = "ABSENT"
-    NOT_CAPTURED = "NOT_CAPTURED"
-
-    def __repr__(self) -> str:
-        return self.value
-
-
-ABSENT: Final = Absent.ABSENT
-NOT_CAPTURED: Final = Absent.NOT_CAPTURED
-"""Arguments the trace did not record (capture off, or an instrumentation that records none): not
-``{}``. It matches only in mode ``ignore`` or a wildcard reference; any other comparison makes the
-metric not computable for the run (spec/metrics.md)."""
+__all__ = [
+    "ABSENT",
+    "NOT_CAPTURED",
+    "Absent",
+    "ToolCall",
+    "TrajectoryFormatError",
+    "TrajectoryLike",
+    "parse_trajectory",
+]
 
 
 class TrajectoryFormatError(AgentTrailError, ValueError):
     """A trajectory that is in none of the accepted formats; the message names the position."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One tool call: ``input`` is a JSON object, None (JSON null) or ABSENT; ``output`` any JSON
-    value or ABSENT."""
-
-    name: str
-    input: dict[str, Any] | Absent | None = ABSENT
-    output: object = ABSENT
 
 
 TrajectoryLike: TypeAlias = str | Sequence[ToolCall | Mapping[str, Any]]

@@ -19,8 +19,9 @@ Rules:
   inside a running event loop.
 - The response is the function's return value itself, not the span's captured copy, which may
   have been scrubbed or cut to the capture size limit.
-- Tool inputs and outputs are what the spans captured: an input that is not a JSON object (cut
-  by the size limit, or not captured) is absent, and a failed call has no output.
+- Tool inputs and outputs are what the spans captured, read as the online scorer reads them
+  (``ToolCall.as_predicted``): an input that is not a JSON object (cut by the size limit) is
+  absent, one not captured is NOT_CAPTURED, and a failed call has no output.
 - A row without a query (``query``, ``prompt`` or ``input``) becomes a RowError.
 """
 
@@ -40,10 +41,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.trajectory import NOT_CAPTURED as TRACED_NOT_CAPTURED
 from agenttrail.collector.trajectory import STATUS_ERROR, SpanEvent, SpanRecord, build_runs
-from agenttrail.collector.trajectory import ToolCall as TracedCall
-from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, Absent, ToolCall
 from agenttrail.evaluators.offline.datasets import QUERY_FIELDS, DatasetRow, RowError
 from agenttrail.instrumentation import agent_run
 from agenttrail.instrumentation.testing import capture_spans
@@ -139,7 +137,7 @@ def _run_row(
     traced = runs[0]
     return dataclasses.replace(
         row,
-        predicted=[_predicted_call(call) for call in traced.tool_calls],
+        predicted=[call.as_predicted() for call in traced.tool_calls],
         latency_s=traced.latency_s,
         failure=traced.failure,
         response=response,
@@ -156,15 +154,6 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _predicted_call(call: TracedCall) -> ToolCall:
-    if call.input is TRACED_NOT_CAPTURED:
-        arguments: dict[str, Any] | Absent = NOT_CAPTURED
-    else:
-        arguments = call.input if isinstance(call.input, dict) else ABSENT
-    no_output = call.status == "error" or call.output is TRACED_NOT_CAPTURED
-    return ToolCall(call.name, arguments, ABSENT if no_output else call.output)
 
 
 def spans_to_records(spans: Iterable[ReadableSpan]) -> list[SpanRecord]:

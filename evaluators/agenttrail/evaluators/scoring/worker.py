@@ -15,13 +15,13 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 from agenttrail.evaluators.scoring.reference_store import StoredReference
 from agenttrail.evaluators.scoring.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
@@ -137,21 +137,13 @@ class EvaluatorConfig:
 
 
 def predicted_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
-    """Stored tool calls -> metric calls; a failed call has no output to compare; arguments the
-    trace did not capture (`input_captured: false`) are NOT_CAPTURED, not `{}`."""
-    calls = []
-    for call in tool_calls:
-        arguments = call.get("input")
-        output = call.get("output")
-        captured = call.get("input_captured", True) is not False
-        calls.append(
-            ToolCall(
-                name=str(call["name"]),
-                input=(arguments if isinstance(arguments, dict) else ABSENT) if captured else NOT_CAPTURED,
-                output=ABSENT if call.get("status") == "error" or output is None else output,
-            )
-        )
-    return calls
+    """Stored tool calls -> what the metrics compare (`ToolCall.from_json(...).as_predicted()`, as
+    offline evaluation does with the calls it traces): a failed call has no output; arguments the
+    trace did not capture (`input_captured: false`) are NOT_CAPTURED, not `{}`. Unlike offline
+    evaluation, a stored null output counts as absent here: the online scorer has always read a
+    tool that returned None so, and its scores stay comparable."""
+    calls = [ToolCall.from_json(call).as_predicted() for call in tool_calls]
+    return [replace(call, output=ABSENT) if call.output is None else call for call in calls]
 
 
 @dataclass

@@ -123,15 +123,17 @@ def test_the_documented_config_form_loads(tmp_path: Path) -> None:
     """The judges config shown in the criteria judge's docstring is accepted as it stands."""
     from agenttrail.evaluators.judges.config import JudgesConfig
     from agenttrail.evaluators.judges.criteria import judge as criteria_judge
-    from agenttrail.evaluators.judges.criteria.judge import bind_store
+    from agenttrail.evaluators.judges.registry import ClientPool
     from agenttrail.evaluators.judges.setup import build_online_judge
 
     doc = criteria_judge.__doc__ or ""
     block = doc.split("In a judges config", 1)[1].split("\n\n", 2)[1]
     document = {**yaml.safe_load(block), "judge_defaults": {"model": "m", "api_key": "k"}}
     [spec] = JudgesConfig.from_document(document, "docstring").judges
-    bind_store(lambda: pytest.fail("the set is read on first use, not when the judge is built"))
-    built = build_online_judge(spec)  # as the sidecar builds it (it binds its store first)
+    pool = ClientPool(
+        store_factory=lambda: pytest.fail("the set is read on first use, not when the judge is built")
+    )
+    built = build_online_judge(spec, pool)  # as the sidecar builds it (with its store)
     assert isinstance(built.judge, criteria_judge.CriteriaJudge)
     assert spec.version is None  # the set's version is a type option, not the judge's pin
 
@@ -158,7 +160,7 @@ def test_offline_evaluate_reads_a_saved_set_from_store(serve: Any, tmp_path: Pat
     unbound = CliRunner().invoke(evaluate_command, args)
     assert unbound.exit_code == 2
     assert "pass --store DIR" in unbound.output
-    assert "bind_store" not in unbound.output
+    assert "store_factory" not in unbound.output
     result = CliRunner().invoke(evaluate_command, [*args, *target])
     assert result.exit_code == 0, result.output
     [instance] = json.loads(result.stdout)["instances"]

@@ -1,13 +1,13 @@
-"""Criteria's part of `agenttrail serve`: the store that saved-set
-judges read their sets from, and `/api/v1/criteria-sets` (what `agenttrail criteria list/show`
-read while serve holds the store)."""
+"""Criteria's part of `agenttrail serve`: `/api/v1/criteria-sets` (what `agenttrail criteria
+list/show` read while serve holds the store); the table is in the one migration list
+(`composition.ALL_MIGRATIONS`). Saved-set judges get the sidecar's store from the composition
+root (`ClientPool(store_factory=sidecar.new_store)`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.judges.criteria.judge import bind_store
 from agenttrail.evaluators.judges.criteria.sets import (
     StoredCriteriaSet,
     get_set,
@@ -44,8 +44,7 @@ def read_sets(store: Store, params: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def install_criteria(sidecar: Sidecar) -> None:
-    """The store saved-set judges read from, and the read route (the table: composition.MIGRATIONS)."""
-    bind_store(sidecar.new_store)
+    """The criteria sets' read route (the table: composition.ALL_MIGRATIONS)."""
     read_store: list[Store] = []
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:

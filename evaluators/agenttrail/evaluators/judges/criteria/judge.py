@@ -11,8 +11,9 @@ In a judges config (the set is a type option, under `options:`):
 
 `file: reviewed.yaml` (or `definition:`, the set document inline) instead of `criteria_set` runs
 a set that is not saved, under its draft version.
-Saved sets are read from the store that `bind_store` names: the sidecar binds its own, and
-`agenttrail evaluate --store DIR` binds the one it names.
+Saved sets are read from the store the judge is built with (`store_factory`, passed down from
+whoever builds the judges: the composition root gives the sidecar's own, `agenttrail evaluate
+--store DIR` the one it names); each sidecar's judges read their own store.
 """
 
 from __future__ import annotations
@@ -36,15 +37,6 @@ if TYPE_CHECKING:  # the judges package imports this module (its registry)
     from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeInput, JudgeResult
 
 OPTIONS = frozenset({"criteria_set", "version", "file", "definition"})
-
-_bound: list[Callable[[], Store]] = []
-_bound_lock = threading.Lock()
-
-
-def bind_store(store_factory: Callable[[], Store] | None) -> None:
-    """Where `criteria_judge_factory` reads saved sets from (the sidecar binds its store; None: none)."""
-    with _bound_lock:
-        _bound[:] = [] if store_factory is None else [store_factory]
 
 
 class CriteriaJudge:
@@ -90,7 +82,7 @@ class CriteriaJudge:
         """A judge for a saved set (its newest version when `number` is None), read on first use."""
 
         def load() -> StoredCriteriaSet:
-            store = store_factory()  # owned by whoever bound it (the sidecar closes its stores)
+            store = store_factory()  # owned by whoever passed the factory (the sidecar closes its stores)
             migrate(store, CRITERIA_MIGRATIONS)
             return get_set(store, set_name, number)
 
@@ -117,11 +109,17 @@ class CriteriaJudge:
 
 
 def criteria_judge_factory(
-    name: str, options: Mapping[str, Any], client: ChatJudgeClient, source: str
+    name: str,
+    options: Mapping[str, Any],
+    client: ChatJudgeClient,
+    source: str,
+    *,
+    store_factory: Callable[[], Store] | None = None,
 ) -> CriteriaJudge:
     """A criteria set (AgentEval): a label and number per criterion (criteria_set+version, file, definition).
 
-    ConfigError names `source` and the option at fault.
+    A saved set (`criteria_set`) is read from `store_factory`'s store on first use. ConfigError
+    names `source` and the option at fault.
     """
     where = source
     unknown = set(options) - OPTIONS
@@ -143,12 +141,10 @@ def criteria_judge_factory(
         except CriteriaError as exc:
             raise ConfigError(f"{where}: {exc}") from exc
         return CriteriaJudge(name, client, criteria_set=criteria_set)
-    with _bound_lock:
-        factory = _bound[0] if _bound else None
-    if factory is None:
+    if store_factory is None:
         raise ConfigError(
             f"{where}: criteria_set {set_name!r} is a saved set, read from a store, and none was named: "
             "pass --store DIR (the store `agenttrail criteria save` wrote to) to `agenttrail evaluate`, "
             "or give the set as file: (a reviewed set file) instead"
         )
-    return CriteriaJudge.saved(name, str(set_name), version, client, factory)
+    return CriteriaJudge.saved(name, str(set_name), version, client, store_factory)
