@@ -133,3 +133,20 @@ def test_secrets_are_masked() -> None:
         "otlp_headers": MASK,
         "channels": {"s": {"type": "slack", "url": f"https://hooks.slack.com/{MASK}"}},
     }
+
+
+def test_spool_commands_find_the_spool_the_settings_name(tmp_path: Path) -> None:
+    """`spool list` without --spool-dir takes serve's spool directory from the settings: the
+    file's collector.spool_dir, else <store>/spool (it raised NameError before)."""
+    from click.testing import CliRunner
+
+    from agenttrail.collector.cli import cli
+
+    file = tmp_path / "c.yaml"
+    file.write_text(f"collector:\n  spool_dir: {tmp_path / 'spool-here'}\n")
+    result = CliRunner().invoke(cli, ["spool", "list", "--config", str(file)], env={})
+    assert result.exit_code == 0, result.output
+    assert f"no quarantined records in {tmp_path / 'spool-here' / 'quarantine'}" in result.output
+    result = CliRunner().invoke(cli, ["spool", "list", "--store", str(tmp_path / "store")], env={})
+    assert result.exit_code == 0, result.output
+    assert f"no quarantined records in {tmp_path / 'store' / 'spool' / 'quarantine'}" in result.output

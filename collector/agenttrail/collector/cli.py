@@ -1,4 +1,4 @@
-"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema) and
+"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema, config) and
 what every command module shares (store options, reading through a running sidecar, errors).
 
 `make_cli(wiring)` builds the group; the wiring says which sidecar `serve` builds, which
@@ -81,17 +81,12 @@ def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
         "config_file",
         type=click.Path(dir_okay=False),
         envvar="AGENTTRAIL_CONFIG",
-        help="YAML config file (settings under 'collector:') [env AGENTTRAIL_CONFIG; default: none].",
+        help="YAML config file (sections collector:, drift:, judges: ...; `agenttrail config show` "
+        "prints what it sets) [env AGENTTRAIL_CONFIG; default: none].",
     )(function)
-    function = click.option(
-        "--database", default=None, help="ClickHouse database [env AGENTTRAIL_DATABASE; default: agenttrail]."
-    )(function)
-    function = click.option(
-        "--store",
-        default=None,
-        help="Embedded store directory or http(s):// ClickHouse URL "
-        "[env AGENTTRAIL_STORE; default: ./agenttrail-data].",
-    )(function)
+    for setting in reversed([setting for setting in SETTINGS if setting.name in ("store", "database")]):
+        option = click.option(setting.flag, setting.name, default=None, help=_option_help(setting))
+        function = option(function)
     return function
 
 

@@ -185,21 +185,22 @@ class Resolved:
 
 
 MASK = "****"
-_SECRET_KEY = re.compile(r"(token|secret|password|passwd|api_key|authorization|headers)$", re.IGNORECASE)
-_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:]*):(?P<password>[^/@]*)@", re.I)
+# Compiled on first use (`config show`), not at import: the CLI imports this module to start.
+_SECRET_KEY = r"(token|secret|password|passwd|api_key|authorization|headers)$"
+_USERINFO = r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:]*):(?P<password>[^/@]*)@"
 
 
 def masked(value: Any, key: str = "") -> Any:
     """`value` with secrets hidden: keys that name a token, password, API key or headers, a
     URL's password, and a webhook URL's path (Slack puts its secret there)."""
-    if key and _SECRET_KEY.search(key) and value not in (None, "", {}, []):
+    if key and re.search(_SECRET_KEY, key, re.IGNORECASE) and value not in (None, "", {}, []):
         return MASK
     if isinstance(value, Mapping):
         return {str(k): masked(v, str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [masked(item) for item in value]
     if isinstance(value, str):
-        value = _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value)
+        value = re.sub(_USERINFO, lambda m: f"{m['scheme']}{m['user']}:{MASK}@", value, flags=re.IGNORECASE)
         if key == "url":
             scheme, sep, rest = value.partition("://")
             host, _, path = rest.partition("/")
