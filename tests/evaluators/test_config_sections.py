@@ -103,6 +103,37 @@ def test_each_section_refuses_unknown_keys_and_bad_values(
         load_settings(config_file=file, environ={}, sections=CONFIG_SECTIONS, check_sections=True)
 
 
+def shipped_configs() -> list[tuple[str, str]]:
+    """Every config file deploy/ ships: the example, the compose sidecar's, the ConfigMaps'."""
+    import yaml
+
+    deploy = Path(__file__).parents[2] / "deploy"
+    found = [
+        (str(path.relative_to(deploy)), path.read_text())
+        for path in (deploy / "agenttrail.yaml", deploy / "compose" / "agenttrail.yaml")
+    ]
+    documents = [
+        (manifest.name, document)
+        for manifest in sorted((deploy / "kubernetes").glob("*.yaml"))
+        for document in yaml.safe_load_all(manifest.read_text())
+    ]
+    found.extend(
+        (f"{manifest}:{document['metadata']['name']}", document["data"]["agenttrail.yaml"])
+        for manifest, document in documents
+        if document and document.get("kind") == "ConfigMap" and "agenttrail.yaml" in document["data"]
+    )
+    return found
+
+
+@pytest.mark.parametrize(("name", "text"), shipped_configs(), ids=[name for name, _ in shipped_configs()])
+def test_every_shipped_config_passes_every_section(tmp_path: Path, name: str, text: str) -> None:
+    """What `config show` checks: each shipped file's sections, keys and values are accepted."""
+    file = tmp_path / "agenttrail.yaml"
+    file.write_text(text)
+    settings = load_settings(config_file=file, environ={}, sections=CONFIG_SECTIONS, check_sections=True)
+    assert any(row.source == f"file {file}" for row in settings.resolved), name
+
+
 def test_the_shipped_example_passes_every_section() -> None:
     shipped = Path(__file__).parents[2] / "deploy" / "agenttrail.yaml"
     settings = load_settings(config_file=shipped, environ={}, sections=CONFIG_SECTIONS, check_sections=True)
