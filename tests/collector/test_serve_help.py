@@ -29,9 +29,18 @@ def test_every_serve_option_shows_type_and_default() -> None:
             assert kind == "FLOAT RANGE", flag
         elif setting.name in ("grpc", "http"):
             assert kind == "HOST:PORT", flag
+        elif setting.name.startswith("tls_"):
+            assert kind == "FILE", flag
+        elif setting.name == "spool_dir":
+            assert kind == "DIRECTORY", flag
         assert "default: " in described, flag
         if setting.name not in ("store", "database"):
-            assert f"env {setting.env}" in described, flag
+            assert f"env {setting.env}, file collector.{setting.name}" in described, flag
+        if isinstance(setting.default, int | float) and not isinstance(setting.default, bool):
+            assert f"x>={setting.kind.minimum:g}" in described, flag  # the range the table allows
+    for flag in ("--retention-spans-days", "--retention-scores-days"):  # 0 (keep for ever) is allowed
+        zero = CliRunner().invoke(cli, ["config", "show", flag, "0", "--format", "json"], env={})
+        assert zero.exit_code == 0, zero.output
     bad = CliRunner().invoke(cli, ["serve", "--quiet-period-s", "soon"])
     assert bad.exit_code == 2
     assert "'soon' is not a valid float" in bad.output

@@ -1,4 +1,4 @@
-"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema) and
+"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema, config) and
 what every command module shares (store options, reading through a running sidecar, errors).
 
 `make_cli(wiring)` builds the group; the wiring says which sidecar `serve` builds, which
@@ -24,7 +24,6 @@ import contextlib
 import importlib
 import json
 import logging
-import re
 import signal
 import sys
 import threading
@@ -35,15 +34,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agenttrail.collector.config import SETTINGS, SidecarConfig, load_config
+from agenttrail.collector.config import SETTINGS, SidecarConfig, load_settings
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreLocked, StoreUnavailable
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
 from agenttrail.collector.schema import MIGRATIONS, MIGRATIONS_TABLE, Migration, Retention, migrate
+from agenttrail.collector.settings import Kind, Section, Setting
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.collector.store_lock import read_lock_holder
 
 if TYPE_CHECKING:
+    from agenttrail.collector.config import Settings
     from agenttrail.collector.sidecar import Sidecar
 
 log = logging.getLogger("agenttrail")
@@ -80,23 +81,32 @@ def store_options(function: Callable[..., Any]) -> Callable[..., Any]:
         "config_file",
         type=click.Path(dir_okay=False),
         envvar="AGENTTRAIL_CONFIG",
-        help="YAML config file (settings under 'collector:') [env AGENTTRAIL_CONFIG; default: none].",
+        help="YAML config file (sections collector:, drift:, judges: ...; `agenttrail config show` "
+        "prints what it sets) [env AGENTTRAIL_CONFIG; default: none].",
     )(function)
-    function = click.option(
-        "--database", default=None, help="ClickHouse database [env AGENTTRAIL_DATABASE; default: agenttrail]."
-    )(function)
-    function = click.option(
-        "--store",
-        default=None,
-        help="Embedded store directory or http(s):// ClickHouse URL "
-        "[env AGENTTRAIL_STORE; default: ./agenttrail-data].",
-    )(function)
+    for setting in reversed([setting for setting in SETTINGS if setting.name in ("store", "database")]):
+        option = click.option(setting.flag, setting.name, default=None, help=_option_help(setting))
+        function = option(function)
     return function
 
 
 def config_from(options: dict[str, Any], config_file: str | None) -> SidecarConfig:
+    """The collector's settings for a command: its flags > env > the file > defaults. The file's
+    other sections are checked against their tables (keys, types); their own parsers run where
+    they are used (`serve` builds them all, `config show` runs them all)."""
+    return settings_from(options, config_file).config
+
+
+def settings_from(
+    options: dict[str, Any], config_file: str | None, *, check_sections: bool = False
+) -> Settings:
     try:
-        return load_config(options, config_file=config_file, other_sections=current_wiring().config_sections)
+        return load_settings(
+            options,
+            config_file=config_file,
+            sections=current_wiring().config_sections,
+            check_sections=check_sections,
+        )
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
 
@@ -295,7 +305,9 @@ class Wiring:
 
     build_sidecar: Callable[[SidecarConfig, str | None], Sidecar]
     schema_migrations: Sequence[Migration] = MIGRATIONS  # what `agenttrail schema` prints
-    config_sections: frozenset[str] = frozenset()  # top-level config sections that others own
+    # The config file's other sections (the evaluators'), their settings and parsers; None: not
+    # known here, so other top-level sections are skipped unchecked (the collector alone).
+    config_sections: tuple[Section, ...] | None = None
 
 
 def make_cli(wiring: Wiring) -> LazyGroup:
@@ -320,7 +332,7 @@ def make_cli(wiring: Wiring) -> LazyGroup:
 
     assert isinstance(group, LazyGroup)
     group.wiring = wiring
-    for command in (serve, trajectories, spool, schema):
+    for command in (serve, trajectories, spool, schema, config):
         group.add_command(command)
     return group
 
@@ -334,42 +346,42 @@ def current_wiring() -> Wiring:
     return COLLECTOR_WIRING
 
 
-def _setting_type(name: str, default: Any) -> tuple[click.ParamType[Any, Any], str | None]:
-    """The click type (and metavar) of a setting, from its default: numbers show and check as
-    numbers, addresses as HOST:PORT, files and directories as paths."""
-    if isinstance(default, bool):
-        return click.BOOL, None
-    if isinstance(default, int):
-        return click.IntRange(min=1), None
-    if isinstance(default, float):
-        return click.FloatRange(min=0), None
-    if isinstance(default, str) and re.fullmatch(r".+:\d+", default):
-        return click.STRING, "HOST:PORT"
-    if name.endswith("_dir"):
-        return click.Path(file_okay=False), None
-    if name.startswith("tls_"):
-        return click.Path(dir_okay=False), None
-    return click.STRING, None
+def _click_type(kind: Kind) -> click.ParamType[Any, Any]:
+    """The click type of a setting's kind: numbers show and check as ranges, files and
+    directories as paths, the rest as text."""
+    if kind.python is bool:
+        return click.BOOL
+    if kind.python is int:
+        return click.IntRange(min=None if kind.minimum is None else int(kind.minimum))
+    if kind.python is float:
+        return click.FloatRange(min=kind.minimum)
+    if kind.path is not None:
+        return click.Path(file_okay=kind.path == "file", dir_okay=kind.path == "dir")
+    return click.STRING
 
 
 def _shown(default: Any) -> str:
     return "none" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
 
 
+def _option_help(setting: Setting) -> str:
+    where = f"env {setting.env}, file collector.{setting.name}"
+    return f"{setting.help} [{where}; default: {_shown(setting.default)}]"
+
+
 def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    skip = {"store", "database"}
+    """One option per collector setting (but --store/--database, which store_options gives),
+    typed from the settings table; unset (None) lets the env, the file, then the default apply."""
     for setting in reversed(SETTINGS):
-        if setting.name in skip:
+        if setting.name in ("store", "database"):
             continue
-        flag = "--" + setting.name.replace("_", "-")
-        kind, metavar = _setting_type(setting.name, setting.default)
         function = click.option(
-            flag,
+            setting.flag,
             setting.name,
-            type=kind,
-            metavar=metavar,
-            default=None,  # unset: the environment, the config file, then the default apply
-            help=f"{setting.help} [env {setting.env}; default: {_shown(setting.default)}]",
+            type=_click_type(setting.kind),
+            metavar=setting.kind.metavar,
+            default=None,
+            help=_option_help(setting),
         )(function)
     return function
 
@@ -379,7 +391,7 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 @_setting_options
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the collector: OTLP receivers, span storage, trajectory assembly."""
-    config = config_from(options, config_file)
+    config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
     try:
         sidecar = current_wiring().build_sidecar(config, config_file)
     except AgentTrailError as exc:
@@ -553,6 +565,7 @@ def _quarantine(options: dict[str, Any], config_file: str | None, spool_dir: str
     from pathlib import Path
 
     from agenttrail.collector.quarantine import Quarantine
+    from agenttrail.collector.sidecar import Sidecar
 
     if spool_dir is None:
         config = config_from({key: value for key, value in options.items() if value is not None}, config_file)
@@ -709,6 +722,65 @@ def schema(cluster: str | None, replicas_only: bool, database: str | None, confi
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(";\n\n".join(statement.strip() for statement in statements) + ";")
+
+
+# -- agenttrail config show ----------------------------------------------------------------------
+
+
+@click.group()
+def config() -> None:
+    """The effective settings: each value and where it came from."""
+
+
+@config.command("show")
+@store_options
+@_setting_options
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: a table; json: one object per setting (section, key, value, type, source).",
+)
+def config_show(config_file: str | None, output_format: str, **options: Any) -> None:
+    """Print every setting of every section as `serve` would run with these options: its value
+    (secrets masked) and its source (flag, env VAR, file PATH or default). Checks the file as
+    `serve` does: an unknown key or a bad value is an error naming it."""
+    settings = settings_from(options, config_file, check_sections=True)
+    rows = [
+        {
+            "section": item.section,
+            "key": item.name,
+            "value": item.shown(),
+            "type": item.setting.kind.type_name if item.setting else type(item.value).__name__,
+            "source": item.source,
+        }
+        for item in settings.resolved
+    ]
+    if output_format == "json":
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False, default=str))
+        return
+    click.echo(
+        format_table(
+            ["setting", "value", "source"],
+            [
+                (".".join(filter(None, (row["section"], row["key"]))), _cell(row["value"]), row["source"])
+                for row in rows
+            ],
+        )
+    )
+
+
+def _cell(value: Any, width: int = 60) -> str:
+    """A value for the text table: scalars as YAML writes them, nested values as short JSON."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 COLLECTOR_WIRING = Wiring(build_sidecar)

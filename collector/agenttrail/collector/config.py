@@ -1,130 +1,98 @@
-"""Sidecar settings as a table: each has an env var, a default and a type.
+"""The collector's settings table (`collector:` in the config file) and the loader of the file.
 
-Precedence: command-line argument > environment variable > config file (YAML) > default.
-A bad value raises ConfigError naming the setting, where it came from and what is accepted.
+Each setting is one row of SETTINGS (settings.py: its type, default, help, env var); the
+loader resolves every one as flag > environment variable > config file (YAML) > default, and
+keeps where each value came from. The evaluators' sections are handed to the loader by the
+composition root (`sections`): it checks their keys and values with their tables and parsers,
+and refuses a top-level section nobody owns. A bad value raises ConfigError naming the key,
+the section, where it came from (flag, env var, file) and what is accepted.
+
+Where to add a setting: a row in SETTINGS and a field in SidecarConfig (the module refuses to
+import if they differ); `serve` gets the flag, `config show` the row, with nothing else to do.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.settings import (
+    ADDRESS,
+    BOOL,
+    DAYS,
+    DIRECTORY,
+    FILE,
+    NUMBER,
+    OPTIONAL_TEXT,
+    POSITIVE_INT,
+    SECONDS,
+    TEXT,
+    Resolved,
+    Section,
+    Setting,
+    did_you_mean,
+    parse_value,
+    unknown_keys_error,
+)
 
 DEFAULT_STORE = "./agenttrail-data"
 
-
-def _positive_float(value: Any) -> float:
-    number = float(value)
-    if number < 0:
-        raise ValueError("must not be negative")
-    return number
-
-
-def _positive_int(value: Any) -> int:
-    number = int(value)
-    if number <= 0:
-        raise ValueError("must be a positive whole number")
-    return number
-
-
-def _days(value: Any) -> int:
-    number = int(value)
-    if number < 0:
-        raise ValueError("must be a whole number of days, 0 to keep for ever")
-    return number
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("must be true or false")
-
-
-def _address(value: Any) -> str:
-    text = str(value).strip()
-    _, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError("must be host:port, e.g. 127.0.0.1:4317")
-    return text
-
-
-def _optional_str(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    name: str
-    default: Any
-    parse: Callable[[Any], Any]
-    help: str
-
-    @property
-    def env(self) -> str:
-        return "AGENTTRAIL_" + self.name.upper()
-
-
 SETTINGS: tuple[Setting, ...] = (
-    Setting("store", DEFAULT_STORE, str, "embedded store directory, or http(s)://user:pass@host:8123/db"),
-    Setting("database", "agenttrail", str, "ClickHouse database"),
-    Setting("grpc", "127.0.0.1:4317", _address, "OTLP/gRPC listen address"),
-    Setting("http", "127.0.0.1:4318", _address, "OTLP/HTTP and read-API listen address"),
+    Setting("store", TEXT, DEFAULT_STORE, "embedded store directory, or http(s)://user:pass@host:8123/db"),
+    Setting("database", TEXT, "agenttrail", "ClickHouse database"),
+    Setting("grpc", ADDRESS, "127.0.0.1:4317", "OTLP/gRPC listen address"),
+    Setting("http", ADDRESS, "127.0.0.1:4318", "OTLP/HTTP and read-API listen address"),
+    Setting("spool_dir", DIRECTORY, None, "spool directory (default: <store>/spool, or ./agenttrail-spool)"),
+    Setting("spool_fsync", BOOL, False, "fsync each accepted request (survives power loss, slower)"),
+    Setting("quiet_period_s", SECONDS, 2.0, "seconds of silence after the agent span before assembly"),
     Setting(
-        "spool_dir", None, _optional_str, "spool directory (default: <store>/spool, or ./agenttrail-spool)"
+        "idle_timeout_s", SECONDS, 30.0, "seconds of silence before assembling traces with no agent span"
     ),
-    Setting("spool_fsync", False, _bool, "fsync each accepted request (survives power loss, slower)"),
+    Setting("max_body_bytes", POSITIVE_INT, 64 * 1024 * 1024, "request body limit after decompression"),
+    Setting("max_queue_spans", POSITIVE_INT, 200_000, "spans queued for storage before refusing (429/503)"),
+    Setting("batch_max_spans", POSITIVE_INT, 20_000, "spans per ClickHouse insert"),
+    Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
-        "quiet_period_s", 2.0, _positive_float, "seconds of silence after the agent span before assembly"
+        "bearer_token",
+        OPTIONAL_TEXT,
+        None,
+        "require 'Authorization: Bearer <token>' on OTLP and API",
+        secret=True,
     ),
-    Setting(
-        "idle_timeout_s",
-        30.0,
-        _positive_float,
-        "seconds of silence before assembling traces with no agent span",
-    ),
-    Setting("max_body_bytes", 64 * 1024 * 1024, _positive_int, "request body limit after decompression"),
-    Setting("max_queue_spans", 200_000, _positive_int, "spans queued for storage before refusing (429/503)"),
-    Setting("batch_max_spans", 20_000, _positive_int, "spans per ClickHouse insert"),
-    Setting("flush_interval_s", 0.2, _positive_float, "longest wait before a partial batch is inserted"),
-    Setting("bearer_token", None, _optional_str, "require 'Authorization: Bearer <token>' on OTLP and API"),
-    Setting("tls_cert", None, _optional_str, "PEM certificate file for TLS on both receivers"),
-    Setting("tls_key", None, _optional_str, "PEM private key file for TLS on both receivers"),
-    Setting("retention_spans_days", 0, _days, "days to keep raw spans (otel_traces); 0 keeps them for ever"),
-    Setting("retention_trajectories_days", 0, _days, "days to keep trajectories; 0 keeps them for ever"),
-    Setting("retention_scores_days", 0, _days, "days to keep scores and decisions; 0 keeps them for ever"),
-    Setting("health_auth", False, _bool, "require the bearer token on /livez, /readyz and /healthz too"),
+    Setting("tls_cert", FILE, None, "PEM certificate file for TLS on both receivers"),
+    Setting("tls_key", FILE, None, "PEM private key file for TLS on both receivers"),
+    Setting("retention_spans_days", DAYS, 0, "days to keep raw spans (otel_traces); 0 keeps them for ever"),
+    Setting("retention_trajectories_days", DAYS, 0, "days to keep trajectories; 0 keeps them for ever"),
+    Setting("retention_scores_days", DAYS, 0, "days to keep scores and decisions; 0 keeps them for ever"),
+    Setting("health_auth", BOOL, False, "require the bearer token on /livez, /readyz and /healthz too"),
     Setting(
         "max_inflight_bytes",
+        POSITIVE_INT,
         32 * 1024 * 1024,
-        _positive_int,
         "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
     ),
-    Setting("http_max_connections", 1024, _positive_int, "open HTTP connections before refusing (503)"),
-    Setting("http_header_timeout_s", 10.0, _positive_float, "seconds a client has to send a request head"),
-    Setting("http_body_timeout_s", 30.0, _positive_float, "seconds a client has to send a request body"),
-    Setting("http_keepalive_timeout_s", 30.0, _positive_float, "seconds an idle keep-alive connection stays"),
+    Setting("http_max_connections", POSITIVE_INT, 1024, "open HTTP connections before refusing (503)"),
+    Setting("http_header_timeout_s", SECONDS, 10.0, "seconds a client has to send a request head"),
+    Setting("http_body_timeout_s", SECONDS, 30.0, "seconds a client has to send a request body"),
+    Setting("http_keepalive_timeout_s", SECONDS, 30.0, "seconds an idle keep-alive connection stays"),
     Setting(
         "span_max_age_days",
+        NUMBER,
         3650.0,
-        _positive_float,
         "spans that started longer ago than this are rejected (partial_success names them)",
     ),
     Setting(
         "span_max_future_s",
+        SECONDS,
         86_400.0,
-        _positive_float,
         "spans that start further ahead of the collector's clock are rejected",
     ),
 )
+COLLECTOR = Section("collector", "the sidecar: receivers, spool, storage, assembly, limits", SETTINGS)
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 
 
@@ -162,7 +130,10 @@ class SidecarConfig:
             raise ConfigError("tls_cert and tls_key go together: set both or neither")
 
 
-assert {f.name for f in fields(SidecarConfig)} == set(_BY_NAME), "settings table and config class differ"
+assert {f.name: f.default for f in fields(SidecarConfig)} == {s.name: s.default for s in SETTINGS}, (
+    "the settings table and SidecarConfig differ in names or defaults"
+)
+assert MISSING not in {f.default for f in fields(SidecarConfig)}
 
 
 def read_config_document(path: str | Path, wanted: str | None = None) -> dict[str, Any]:
@@ -189,7 +160,12 @@ def read_config_document(path: str | Path, wanted: str | None = None) -> dict[st
 def read_section(path: str | Path, name: str) -> dict[str, Any]:
     """The `name:` section of a YAML config file, {} where the file has none; ConfigError naming
     the file and the section if the file is unreadable or the section is not a mapping."""
-    section = read_config_document(path, name).get(name, {})
+    return section_of(read_config_document(path, name), name, path)
+
+
+def section_of(document: Mapping[str, Any], name: str, path: str | Path) -> dict[str, Any]:
+    """The `name:` section of a file's `document`, {} where it has none (as read_section)."""
+    section = document.get(name, {})
     if not isinstance(section, dict):
         raise ConfigError(
             f"config file {path}: '{name}' must be a mapping of settings, got {type(section).__name__}"
@@ -197,15 +173,14 @@ def read_section(path: str | Path, name: str) -> dict[str, Any]:
     return section
 
 
-def read_config_file(path: str | Path, other_sections: Collection[str] = ()) -> dict[str, Any]:
-    """The `collector:` section of a YAML config file. A file without one holds the collector's
-    settings at its top level, beside `other_sections` (the evaluators' `judges:`, `alerts:`...),
-    which are skipped."""
-    document = read_config_document(path)
-    section = document.get("collector", document)
-    if not isinstance(section, dict):
-        raise ConfigError(f"config file {path}: 'collector' must be a mapping of settings")
-    return {key: value for key, value in section.items() if key not in other_sections}
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every effective setting of every known section, each with its source; `config` is the
+    collector's as the sidecar takes them."""
+
+    config: SidecarConfig
+    resolved: tuple[Resolved, ...]
+    config_file: str | None = None
 
 
 def load_config(
@@ -215,26 +190,119 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     other_sections: Collection[str] = (),
 ) -> SidecarConfig:
+    """The collector's settings; the top-level sections named in `other_sections` are others'
+    (skipped when the file has no `collector:` section and holds its settings at the top)."""
+    return load_settings(
+        arguments, config_file=config_file, environ=environ, skip_sections=other_sections
+    ).config
+
+
+def load_settings(
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    sections: Sequence[Section] | None = None,
+    skip_sections: Collection[str] = (),
+    check_sections: bool = False,
+) -> Settings:
+    """Every setting resolved: flag (`arguments`, None meaning unset) > `environ` > the file's
+    key > default. `sections`: the other sections there are (None: unknown, so other top-level
+    keys are not checked); each one in the file gets its keys checked against its table, and,
+    with `check_sections`, its own parser run over it (serve and `config show` do; read
+    commands do not load the evaluators' parsers)."""
     environ = os.environ if environ is None else environ
-    file_values = read_config_file(config_file, other_sections) if config_file else {}
-    unknown = set(file_values) - set(_BY_NAME)
-    if unknown:
-        raise ConfigError(
-            f"config file {config_file}: unknown setting(s) {sorted(unknown)}; known: {sorted(_BY_NAME)}"
-        )
+    others = [section for section in sections or () if section.name != COLLECTOR.name]
+    skipped = {section.name for section in others} | set(skip_sections)
+    document = read_config_document(config_file) if config_file else {}
+    source = f"config file {config_file}"
+    if config_file and sections is not None and COLLECTOR.name in document:
+        known = [COLLECTOR.name, *(section.name for section in others)]
+        unknown = [str(key) for key in document if key not in known]
+        if unknown:
+            raise _unknown_sections(source, unknown, known)
+    file_values = _collector_values(document, str(config_file), skipped) if config_file else {}
+    unknown_settings = [str(key) for key in file_values if key not in _BY_NAME]
+    if unknown_settings:
+        error = unknown_keys_error(source, COLLECTOR.name, unknown_settings, list(_BY_NAME))
+        if sections is not None and COLLECTOR.name not in document:  # maybe a misspelt section
+            hint = did_you_mean(unknown_settings, [section.name for section in others])
+            raise ConfigError(
+                f"{error} (the file has no 'collector:' section, so its top level holds the "
+                f"collector's settings beside the sections {sorted(skipped)}{hint})"
+            )
+        raise error
     values: dict[str, Any] = {}
+    resolved: list[Resolved] = []
     for setting in SETTINGS:
         given = (arguments or {}).get(setting.name)
         if given is not None:
-            raw, source = given, f"option --{setting.name.replace('_', '-')}"
+            raw, where, shown = given, f"option {setting.flag}", f"flag {setting.flag}"
         elif setting.env in environ:
-            raw, source = environ[setting.env], f"environment variable {setting.env}"
+            raw, where, shown = (
+                environ[setting.env],
+                f"environment variable {setting.env}",
+                f"env {setting.env}",
+            )
         elif setting.name in file_values:
-            raw, source = file_values[setting.name], f"config file {config_file} key {setting.name!r}"
+            raw, where, shown = file_values[setting.name], source, f"file {config_file}"
         else:
+            resolved.append(Resolved(COLLECTOR.name, setting.name, setting.default, "default", setting))
             continue
-        try:
-            values[setting.name] = setting.parse(raw)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{source}: bad value {raw!r} ({exc}); {setting.help}") from exc
-    return SidecarConfig(**values)
+        values[setting.name] = parse_value(setting, raw, where, COLLECTOR.name)
+        resolved.append(Resolved(COLLECTOR.name, setting.name, values[setting.name], shown, setting))
+    config = SidecarConfig(**values)
+    for section in others:
+        resolved += _section_values(section, document, config_file, check_sections)
+    return Settings(config, tuple(resolved), None if config_file is None else str(config_file))
+
+
+def _collector_values(document: Mapping[str, Any], path: str, skipped: Collection[str]) -> dict[str, Any]:
+    section = document.get(COLLECTOR.name, document)
+    if not isinstance(section, dict):
+        raise ConfigError(f"config file {path}: 'collector' must be a mapping of settings")
+    return {key: value for key, value in section.items() if key not in skipped}
+
+
+def _unknown_sections(source: str, unknown: Sequence[str], known: Sequence[str]) -> ConfigError:
+    return ConfigError(
+        f"{source}: unknown section(s) {sorted(unknown)}{did_you_mean(unknown, known)}; "
+        f"known sections: {list(known)}"
+    )
+
+
+def _section_values(
+    section: Section, document: Mapping[str, Any], config_file: str | Path | None, check: bool
+) -> list[Resolved]:
+    """One of the other sections: its keys checked against its table (and, with `check`, by its
+    parser), each setting from the file or its default."""
+    source = f"config file {config_file}"
+    present = section.name in document
+    value = document.get(section.name)
+    if section.is_list:
+        if present and value is not None and not isinstance(value, list):
+            raise ConfigError(f"{source}: '{section.name}' must be a list, got {type(value).__name__}")
+        if check and present and section.check is not None:
+            section.check(document, source)
+        return [Resolved(section.name, "", value or [], f"file {config_file}" if present else "default")]
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{source}: '{section.name}' must be a mapping of settings, got {type(value).__name__}"
+        )
+    known = [setting.name for setting in section.settings]
+    unknown = [str(key) for key in value if key not in known]
+    if unknown and not section.open:
+        raise unknown_keys_error(source, section.name, unknown, known)
+    rows = []
+    for setting in section.settings:
+        if setting.name in value:
+            parsed = parse_value(setting, value[setting.name], source, section.name)
+            rows.append(Resolved(section.name, setting.name, parsed, f"file {config_file}", setting))
+        else:
+            rows.append(Resolved(section.name, setting.name, setting.default, "default", setting))
+    rows += [Resolved(section.name, key, value[key], f"file {config_file}") for key in unknown]
+    if check and present and section.check is not None:
+        section.check(document, source)
+    return rows

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from agenttrail.collector.schema import MIGRATIONS, Migration, combine
+from agenttrail.evaluators import config_sections
 from agenttrail.evaluators.judges.criteria.sets import CRITERIA_MIGRATIONS
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS
@@ -42,11 +43,9 @@ ALL_MIGRATIONS: Final[tuple[Migration, ...]] = combine(
     MONITORING_MIGRATIONS,  # drift events 120
     ALERT_MIGRATIONS,  # 130
 )
-# Top-level config file sections the evaluators own (the collector skips them when a file has
-# no `collector:` section and its top level holds the collector's settings).
-CONFIG_SECTIONS: Final = frozenset(
-    {"evaluators", "judges", "judge_defaults", "alerts", "drift", "metrics_export", "criteria"}
-)
+# The config file sections the evaluators own, their settings and parsers: the CLI's loader
+# checks a file against them (`serve`, `config show`) and refuses a section nobody owns.
+CONFIG_SECTIONS: Final = config_sections.CONFIG_SECTIONS
 
 
 def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Sidecar:

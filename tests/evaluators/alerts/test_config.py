@@ -91,6 +91,22 @@ def test_no_section_means_no_rules(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- alerts\n", r"c.yaml \(reading its 'alerts' section\) must be a mapping of sections"),
+        ("alerts: [unclosed\n", r"c.yaml \(reading its 'alerts' section\) is not valid YAML"),
+    ],
+)
+def test_a_file_that_is_no_mapping_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    """The alerts read their file as every section does (collector/config.py): a document that is
+    no mapping of sections is an error naming the file, not a silent 'no alerts'."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        AlertsConfig.from_file(path)
+
+
+@pytest.mark.parametrize(
     ("alerts", "expected"),
     [
         ({"rules": [{**RULE, "fro": "5m"}]}, "alerts.rules[spike].fro: unknown key"),

@@ -50,6 +50,7 @@ def loaded_by(*args: str) -> set[str]:
         ("audit", "--help"),
         ("references", "list", "--help"),
         ("serve", "--help"),
+        ("config", "show", "--help"),
         ("report", "--help"),
         ("mcp", "--help"),
     ],
@@ -118,4 +119,4 @@ def test_importing_a_command_module_registers_nothing() -> None:
     )
     before, after = json.loads(done.stdout.rsplit("@@", 1)[1])
     assert after == before
-    assert before[0] == ["schema", "serve", "spool", "trajectories"]
+    assert before[0] == ["config", "schema", "serve", "spool", "trajectories"]

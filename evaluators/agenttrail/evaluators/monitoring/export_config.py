@@ -75,6 +75,8 @@ class MetricsExportConfig:
                     raise ValueError("otlp_headers must be a mapping of header name to value")
                 values["otlp_headers"] = tuple((str(k), str(v)) for k, v in headers.items())
             return cls(**values)
+        except ConfigError as exc:  # from __post_init__, which does not know the file
+            raise ConfigError(f"{source}: {exc}") from exc
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: metrics_export section is invalid ({exc})") from exc
 

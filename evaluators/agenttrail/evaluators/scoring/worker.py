@@ -126,6 +126,8 @@ class EvaluatorConfig:
             if "metrics" in section:
                 values["metrics"] = tuple(str(metric) for metric in section["metrics"])
             return cls(rules=rules, **values)
+        except ConfigError as exc:  # from __post_init__, which does not know the file
+            raise ConfigError(f"{source}: {exc}") from exc
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: evaluators section is invalid ({exc})") from exc
 

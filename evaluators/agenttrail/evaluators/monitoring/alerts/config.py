@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import yaml
-
+from agenttrail.collector.config import read_config_document
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.monitoring.alerts.channels import CHANNEL_TYPES
 from agenttrail.evaluators.monitoring.alerts.conditions import (
@@ -171,13 +170,7 @@ class AlertsConfig:
     def from_file(cls, path: str | Path | None) -> AlertsConfig:
         if not path:
             return cls()
-        try:
-            document = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
-        section = document.get("alerts") if isinstance(document, dict) else None
+        section = read_config_document(path, "alerts").get("alerts")
         if section is None:
             return cls()
         return cls.from_mapping(section, f"config file {path}")
