@@ -158,6 +158,39 @@ def test_restart_in_the_middle_resumes_assembly(start_sidecar: Any) -> None:
     assert [c["name"] for c in run["tool_calls"]] == ["before", "after"]
 
 
+def test_runs_stored_before_a_crash_are_replaced_after_the_restart(start_sidecar: Any) -> None:
+    """A crash between storing a trace's runs and its assembly state leaves the runs stored but
+    the state missing. After the restart the trace is assembled again as a re-assembly of what
+    is stored: a run that moved (its agent span arrived in between) replaces the first one, in
+    `trajectories` and in the monitoring rollup alike, instead of being a second first run."""
+    first = start_sidecar(idle_timeout_s=0.2, quiet_period_s=60)
+    trace, root, parent = new_trace_id(), new_span_id(), new_span_id()
+    first.pipeline.accept(
+        request(
+            tool_span(trace, new_span_id(), root, "a", 1, 2), tool_span(trace, new_span_id(), root, "b", 3, 4)
+        ).SerializeToString()
+    )
+    assert first.wait_until_assembled(30)
+    [fallback] = runs_of(first, trace)
+    assert fallback["agent"] == "test-svc"
+    # The agent span is stored (its trace then waits out the quiet period), then the crash: the
+    # runs stored above lose their assembly state.
+    first.pipeline.accept(request(agent_span(trace, root, 0, 10, parent=parent)).SerializeToString())
+    assert first.pipeline.flush(30)
+    first.store.command("DELETE FROM assembly_state WHERE TraceId = {t:String}", {"t": trace})
+    first.stop()
+    second = start_sidecar(quiet_period_s=0.2)
+    assert second.wait_until_assembled(30)
+    [run] = runs_of(second, trace)
+    assert (run["agent"], run["root_span_id"]) == ("bot", root)
+    live = second.store.query(
+        "SELECT Agent, RootSpanId FROM runs_by_start FINAL WHERE TraceId = {t:String} AND IsDeleted = 0",
+        {"t": trace},
+    )
+    assert live == [("bot", root)]  # not also the fallback run, under its agent and start
+    assert trajectory_versions(second, trace) == [(root, 2, 0)]
+
+
 def test_trajectory_filters(start_sidecar: Any) -> None:
     """Filters by agent, task and time select the matching runs only."""
     sidecar = start_sidecar()

@@ -7,7 +7,8 @@ with a higher `Revision`, which is how evaluators know to re-score it. Runs that
 re-assembly (e.g. a late agent span replaces a fallback root) are written as deletions.
 
 What is pending lives in memory and is rebuilt after a restart from `trace_arrivals` and
-`assembly_state`, so no trace is left unassembled.
+`assembly_state`, so no trace is left unassembled. A trace whose runs were stored but not its
+state (a crash between the two writes) is re-assembled as a new revision of those runs.
 """
 
 from __future__ import annotations
@@ -76,6 +77,15 @@ LEFT JOIN (
     SELECT TraceId, max(AssembledThrough) AS done FROM assembly_state GROUP BY TraceId
 ) AS s ON a.TraceId = s.TraceId
 WHERE a.last_arrival > s.done
+"""
+# Recovered traces whose runs are stored but whose state is not: a crash came between the two
+# writes. Their next assembly is a re-assembly of these runs (Revision + 1, deletions for runs
+# that vanished), not a second first assembly, which would leave the first runs counted.
+_STORED_WITHOUT_STATE = """
+SELECT TraceId, groupArray(RootSpanId), max(Revision) FROM trajectories FINAL
+WHERE TraceId IN {ids:Array(String)}
+  AND TraceId NOT IN (SELECT TraceId FROM assembly_state WHERE TraceId IN {ids:Array(String)})
+GROUP BY TraceId
 """
 
 _json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -152,6 +162,8 @@ class Assembler(BackgroundLoop):
         self._chunk = max_traces_per_query
         self._recovery_lookback_s = recovery_lookback_s
         self._pending: dict[str, _Pending] = {}
+        # Previous (run keys, revision) of recovered traces stored without state (recover()).
+        self._unrecorded: dict[str, tuple[list[str], int]] = {}
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._busy = False
@@ -183,8 +195,14 @@ class Assembler(BackgroundLoop):
     def recover(self) -> int:
         """Re-queue traces that arrived but were not assembled before a restart."""
         rows = self._store.query(_RECOVERY_QUERY, {"lookback": self._recovery_lookback_s})
+        unrecorded: dict[str, tuple[list[str], int]] = {}
+        for start in range(0, len(rows), self._chunk):
+            ids = [row[0] for row in rows[start : start + self._chunk]]
+            for trace_id, keys, revision in self._store.query(_STORED_WITHOUT_STATE, {"ids": ids}):
+                unrecorded[trace_id] = (list(keys), int(revision))
         now = time.monotonic()
         with self._lock:
+            self._unrecorded.update(unrecorded)
             for trace_id, last_arrival, has_agent in rows:
                 self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent))
         if rows:
@@ -283,6 +301,12 @@ class Assembler(BackgroundLoop):
         previous = {
             row[0]: (list(row[1]), int(row[2])) for row in self._store.query(_STATE_QUERY, {"ids": ids})
         }
+        if self._unrecorded:
+            with self._lock:
+                for trace_id in ids:
+                    stored = self._unrecorded.get(trace_id)
+                    if stored is not None and trace_id not in previous:
+                        previous[trace_id] = stored
         now = time.time()
         version = time.time_ns()
         bounds = self._bounds(ids)
@@ -309,8 +333,13 @@ class Assembler(BackgroundLoop):
             )
             state_rows.append((trace_id, _ts6(through[trace_id]), keys, revision, version))
         self._store.insert("trajectories", trajectory_rows)
-        # State last: a crash before it only means the trace is assembled again.
+        # State last: a crash before it only means the trace is assembled again (recover() reads
+        # the runs stored, so that is a re-assembly of them).
         self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
+        if self._unrecorded:
+            with self._lock:
+                for trace_id in ids:
+                    self._unrecorded.pop(trace_id, None)
         runs_written = len(plain) + sum(1 for row in trajectory_rows if not row.IsDeleted)
         self.assembled_runs += runs_written
         self.plain_runs += len(plain)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,60 @@ def test_scores_of_a_run_that_reassembly_deleted_are_removed(start_sidecar: Any)
     while scored_roots() != {outer} and time.monotonic() < deadline:
         time.sleep(0.1)
     assert scored_roots() == {outer}
+
+
+def test_a_large_batch_of_plain_traces_is_assembled_in_clickhouse_and_scored(start_sidecar: Any) -> None:
+    """300 plain traces in one export are due together: the assembler takes its SQL path
+    (assembly_sql.py, batches of at least 256 traces) for every one, and each run is stored with
+    its tool calls in order, its failure, and scored against its task's reference."""
+    sidecar = start_sidecar()
+    load_references(sidecar)
+    spans: list[Any] = []
+    expected: dict[str, tuple[list[tuple[str, dict[str, Any]]], bool, bool, bool]] = {}
+    for index in range(300):
+        trace, root = new_trace_id(), new_span_id()
+        matches, failed, swapped = index % 3 != 0, index % 5 == 0, index % 2 == 1
+        calls = [("lookup", {"id": 1 if matches else 2}), ("refund", {"amount": index})]
+        ran = list(reversed(calls)) if swapped else calls
+        spans.append(
+            agent_span(
+                trace,
+                root,
+                0,
+                100,
+                attributes={"agenttrail.task": "refund"},
+                error="RuntimeError" if failed else None,
+            )
+        )
+        # Sent last call first: the run orders its calls by start time, not by arrival.
+        spans += [
+            tool_span(trace, new_span_id(), root, name, 10 + 10 * i, 15 + 10 * i, arguments=args)
+            for i, (name, args) in reversed(list(enumerate(ran)))
+        ]
+        expected[trace] = (ran, matches and not swapped, matches, failed)
+    sidecar.pipeline.accept(request(*spans).SerializeToString())
+    wait_scored(sidecar, list(expected), timeout=120)
+    assert sidecar.assembler is not None
+    assert sidecar.assembler.plain_runs == 300
+
+    stored = sidecar.store.query(
+        "SELECT TraceId, Agent, Task, Failure, ToolCalls FROM trajectories FINAL WHERE IsDeleted = 0"
+    )
+    assert len(stored) == 300
+    for trace, agent, task, failure, calls_json in stored:
+        calls, _, _, failed = expected[trace]
+        assert (agent, task, failure) == ("bot", "refund", int(failed))
+        assert [(call["name"], call["input"]) for call in json.loads(calls_json)] == calls
+    scores = sidecar.store.query(
+        "SELECT TraceId, Metric, Score FROM scores FINAL "
+        "WHERE Metric IN ('trajectory_exact_match', 'trajectory_recall', 'failure')"
+    )
+    assert len(scores) == 3 * 300
+    for trace, metric, score in scores:
+        _, exact, matches, failed = expected[trace]
+        wanted = {
+            "trajectory_exact_match": float(exact),
+            "trajectory_recall": 1.0 if matches else 0.5,
+            "failure": float(failed),
+        }
+        assert score == wanted[metric], (trace, metric)

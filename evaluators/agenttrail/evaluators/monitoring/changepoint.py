@@ -99,16 +99,26 @@ def detect_change(
     """The first change in the recent stream (time order) relative to the baseline, if any.
 
     The detector starts as if it had read the whole baseline: its running mean is the
-    baseline's (0 after standardising) with the baseline's weight, its sums at zero.
+    baseline's (0 after standardising) with the baseline's weight, its sums at zero. This is
+    `PageHinkley.update` over the stream in array form (running means from a cumulative sum,
+    the minimum and maximum so far from `accumulate`): the loop took most of drift's time.
     """
-    detector = PageHinkley(delta=delta, threshold=threshold, min_instances=1)
-    detector.count = len(baseline)
-    standardised = baseline_scale(baseline, recent).tolist()
-    for index, value in enumerate(standardised):
-        if detector.update(value):
-            after = standardised[index:]
-            return ChangePoint(index, detector.direction(), sum(after) / len(after))
-    return None
+    standardised = baseline_scale(baseline, recent)
+    if not len(standardised):
+        return None
+    counts = np.arange(len(baseline) + 1, len(baseline) + len(standardised) + 1, dtype=float)
+    means = np.cumsum(standardised) / counts
+    steps = standardised - means
+    up = np.cumsum(steps - delta)
+    down = np.cumsum(steps + delta)
+    rise = up - np.minimum(np.minimum.accumulate(up), 0.0)
+    fall = np.maximum(np.maximum.accumulate(down), 0.0) - down
+    alarms = np.flatnonzero(np.maximum(rise, fall) > threshold)
+    if not len(alarms):
+        return None
+    index = int(alarms[0])
+    after = standardised[index:].tolist()
+    return ChangePoint(index, 1 if rise[index] >= fall[index] else -1, sum(after) / len(after))
 
 
 class BernoulliCusum:
@@ -116,17 +126,17 @@ class BernoulliCusum:
 
     def __init__(self, p0: float, *, shift_h: float = 0.2, threshold: float = 10.0) -> None:
         angle = math.asin(math.sqrt(p0))
-        self._sides: list[tuple[float, float]] = []  # (llr of a 1, llr of a 0) per side
+        self.sides: list[tuple[float, float]] = []  # (llr of a 1, llr of a 0) per side
         for target in (angle + shift_h / 2, angle - shift_h / 2):
             if 0 < target < math.pi / 2:
                 p1 = math.sin(target) ** 2
-                self._sides.append((math.log(p1 / p0), math.log((1 - p1) / (1 - p0))))
+                self.sides.append((math.log(p1 / p0), math.log((1 - p1) / (1 - p0))))
         self.threshold = threshold
-        self._sums = [0.0] * len(self._sides)
+        self._sums = [0.0] * len(self.sides)
 
     def update(self, value: float) -> bool:
         alarm = False
-        for side, (if_one, if_zero) in enumerate(self._sides):
+        for side, (if_one, if_zero) in enumerate(self.sides):
             self._sums[side] = max(0.0, self._sums[side] + (if_one if value >= 0.5 else if_zero))
             alarm = alarm or self._sums[side] > self.threshold
         return alarm
@@ -138,14 +148,22 @@ def detect_rate_change(
     """The first change of a 0/1 rate in the recent stream relative to the baseline rate, if any.
 
     `shift` is Cohen's h between the baseline rate and the recent rate from the alarm on.
+    `BernoulliCusum.update` in array form: each side's sum max(0, s + llr) is the cumulative
+    log-likelihood ratio less its lowest value so far (or 0).
     """
     n = len(baseline)
     p0 = min(max(sum(baseline) / n, 0.5 / n), 1 - 0.5 / n)  # a rate of exactly 0 or 1 has no LLR
     detector = BernoulliCusum(p0, shift_h=shift_h, threshold=threshold)
-    for index, value in enumerate(recent):
-        if detector.update(value):
-            after = recent[index:]
-            rate = sum(after) / len(after)
-            h = 2 * math.asin(math.sqrt(rate)) - 2 * math.asin(math.sqrt(sum(baseline) / n))
-            return ChangePoint(index, 1 if h >= 0 else -1, h)
-    return None
+    ones = np.asarray(recent, dtype=float) >= 0.5
+    first: int | None = None
+    for if_one, if_zero in detector.sides:
+        sums = np.cumsum(np.where(ones, if_one, if_zero))
+        above = np.flatnonzero(sums - np.minimum(np.minimum.accumulate(sums), 0.0) > threshold)
+        if len(above) and (first is None or above[0] < first):
+            first = int(above[0])
+    if first is None:
+        return None
+    after = recent[first:]
+    rate = sum(after) / len(after)
+    h = 2 * math.asin(math.sqrt(rate)) - 2 * math.asin(math.sqrt(sum(baseline) / n))
+    return ChangePoint(first, 1 if h >= 0 else -1, h)

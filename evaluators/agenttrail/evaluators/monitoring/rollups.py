@@ -23,9 +23,9 @@ means the inserted block only.
 
 What the copies do not see, the writers repeat: the sweep that deletes the scores of deleted
 runs (deleted_runs.py) deletes them from `scores_by_start` too, and retention ages both copies
-as it ages their base tables. Known gap: a run whose first assembly is stored twice (a crash
-between storing it and storing assembly state) with a different start the second time keeps
-both rows in the copy.
+as it ages their base tables. A first assembly stored twice (a crash between storing the runs
+and their assembly state) would be two Revision 1 rows, the second looked up by no view: the
+assembler's recovery reads the runs such a trace has stored, so the second is Revision 2.
 
 Answers equal those of the queries over the base tables (tests/evaluators/monitoring/
 test_rollups.py holds this on re-assembled, moved, deleted and re-scored runs).
