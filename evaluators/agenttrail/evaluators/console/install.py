@@ -37,6 +37,6 @@ def install_console(sidecar: Sidecar, config_file: str | None) -> None:
         evaluator=evaluator,
         judges=subjects[1:],
         alert_rules=AlertsConfig.from_file(config_file).rules,
-        on_references_changed=worker.wake if worker else None,
+        on_references_changed=worker.rescan if worker else None,
     )
     sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings))
