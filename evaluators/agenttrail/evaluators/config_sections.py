@@ -106,7 +106,14 @@ EVALUATORS = Section(
         ("always_sample_failures", BOOL, True, "failed runs are always scored"),
         ("poll_interval_s", SECONDS, 0.5, "seconds between looks for new runs"),
         ("lookback_s", POSITIVE_INT, 86_400, "seconds back the worker looks for unscored runs"),
-        ("batch_size", POSITIVE_INT, 500, "runs scored per cycle"),
+        ("batch_size", POSITIVE_INT, 2000, "runs scored per query of the queue"),
+        (
+            "full_scan_interval_s",
+            SECONDS,
+            60.0,
+            "seconds between queue queries over the whole lookback (between them, only runs "
+            "assembled since the queue was last empty)",
+        ),
     ),
     check=_check_evaluators,
 )

@@ -66,7 +66,7 @@ class ConsoleSettings:
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     judges: Callable[[], Sequence[AuditSubject]] = tuple  # the configured LLM judges' audit subjects, now
     alert_rules: Sequence[AlertRule] = ()
-    on_references_changed: Callable[[], None] | None = None  # e.g. wake the evaluator worker
+    on_references_changed: Callable[[], None] | None = None  # e.g. make the evaluator worker rescan its queue
 
     @property
     def audit_subjects(self) -> list[AuditSubject]:

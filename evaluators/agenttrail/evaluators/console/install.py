@@ -47,6 +47,6 @@ def install_console(
         evaluator=evaluator,
         judges=judge_subjects,
         alert_rules=AlertsConfig.from_file(config_file).rules,
-        on_references_changed=scoring.wake if scoring else None,
+        on_references_changed=scoring.rescan if scoring else None,
     )
     sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings))

@@ -3,9 +3,14 @@
 Its queue is a query, not a watermark: recent trajectories with no decision for this
 evaluator version and revision. After scoring it records a decision (scored, sampled out,
 error), so a restart resumes exactly where work stopped, and a re-assembled run (new revision)
-is scored again. Several workers on one store heartbeat into it and take disjoint shares of
-runs by trace-id hash (run_queue.py, shared with the judge worker); writes are keyed so that
-an overlap while workers join or leave replaces rows instead of duplicating them.
+is scored again. The query over the whole lookback costs in proportion to the runs stored (a
+second per million), so between full scans (every `full_scan_interval_s`, and whenever the
+shards change) the worker only looks at runs assembled since its last empty queue, less a
+margin for rows assembled just before they became visible: a cursor that only narrows the
+query, never decides what is pending. Several workers on one store heartbeat into it and take
+disjoint shares of runs by trace-id hash (run_queue.py, shared with the judge worker); writes
+are keyed so that an overlap while workers join or leave replaces rows instead of duplicating
+them.
 """
 
 from __future__ import annotations
@@ -24,7 +29,13 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 from agenttrail.evaluators.scoring.reference_store import StoredReference
-from agenttrail.evaluators.scoring.run_queue import RunQueueWorker, now_stamp, pending_runs, record_decisions
+from agenttrail.evaluators.scoring.run_queue import (
+    RECENT,
+    RunQueueWorker,
+    now_stamp,
+    pending_runs,
+    record_decisions,
+)
 from agenttrail.evaluators.scoring.schema import ScoreRow
 
 log = logging.getLogger(__name__)
@@ -32,6 +43,10 @@ log = logging.getLogger(__name__)
 EVALUATOR = "trajectory"
 # How often the worker deletes the scores of runs re-assembly deleted (deleted_runs.py).
 SWEEP_INTERVAL_S = 5.0
+# A run assembled at T may become readable a little after T (the insert, a server's replicas,
+# another host's clock): the cursor stays this far behind the last drained query.
+CURSOR_MARGIN_S = 30.0
+_SINCE_CURSOR = " AND t.AssembledAt >= fromUnixTimestamp64Micro({cursor_us:Int64})"
 DEFAULT_METRICS = (
     "trajectory_exact_match",
     "trajectory_in_order_match",
@@ -70,7 +85,8 @@ class EvaluatorConfig:
     always_sample_failures: bool = True
     poll_interval_s: float = 0.5
     lookback_s: int = 86_400
-    batch_size: int = 500
+    batch_size: int = 2000
+    full_scan_interval_s: float = 60.0
 
     def __post_init__(self) -> None:
         for text in self.metrics:
@@ -109,6 +125,7 @@ class EvaluatorConfig:
             "poll_interval_s",
             "lookback_s",
             "batch_size",
+            "full_scan_interval_s",
         }
         unknown = set(section) - known
         if unknown:
@@ -184,6 +201,9 @@ class EvaluatorWorker(RunQueueWorker):
         self.version = self.config.version
         self.counters = WorkerCounters()
         self._swept_at = float("-inf")
+        self._cursor_s: float | None = None  # None: the next query scans the whole lookback
+        self._full_scan_at = float("-inf")
+        self._shard: tuple[int, int] | None = None
 
     def queue_keys(self) -> list[str]:
         return [self.version]
@@ -203,15 +223,24 @@ class EvaluatorWorker(RunQueueWorker):
         """Score one batch of pending runs; returns how many runs were decided."""
         self.counters.cycles += 1
         self._heartbeat()
+        shard = self.shards()[self.version]
+        if shard != self._shard or time.monotonic() - self._full_scan_at >= self.config.full_scan_interval_s:
+            self._shard, self._cursor_s = shard, None  # another worker's runs may be ours now
+        full_scan, asked_at = self._cursor_s is None, time.time()
+        params: dict[str, Any] = {"lookback": self.config.lookback_s}
+        if self._cursor_s is not None:
+            params["cursor_us"] = int(self._cursor_s * 1e6)
         rows = pending_runs(
             self.store,
             self.version,
             _PENDING_COLUMNS,
-            params={"lookback": self.config.lookback_s},
-            shard=self.shards()[self.version],
+            where=RECENT if full_scan else RECENT + _SINCE_CURSOR,
+            params=params,
+            shard=shard,
             limit=self.config.batch_size,
         )
         if not rows:
+            self._drained(asked_at, full_scan)
             return 0
         references = self.references()
         scores: list[ScoreRow] = []
@@ -264,7 +293,21 @@ class EvaluatorWorker(RunQueueWorker):
         self.store.insert("scores", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
         record_decisions(self.store, decisions)
+        if len(rows) < self.config.batch_size:
+            self._drained(asked_at, full_scan)
         return len(rows)
+
+    def rescan(self) -> None:
+        """Runs older than the cursor went back in the queue (re-scoring a task): scan the whole
+        lookback at once instead of at the next full scan."""
+        self._cursor_s = None
+        self.wake()
+
+    def _drained(self, asked_at: float, full_scan: bool) -> None:
+        """Every run readable when the query was asked is decided now: move the cursor up to it."""
+        self._cursor_s = asked_at - CURSOR_MARGIN_S
+        if full_scan:
+            self._full_scan_at = time.monotonic()
 
     def _score(
         self,

@@ -1,0 +1,78 @@
+"""The evaluator's queue cursor: it narrows the pending-runs query to runs assembled since the
+queue was last empty, and never costs a run its scores: late-visible rows within the margin,
+rows older than the cursor (at the next full scan) and re-queued runs (`rescan`) are scored."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from otlp_builders import new_trace_id
+from trajectory_rows import agent_run, store_runs
+
+from agenttrail.collector.schema import migrate
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.worker import CURSOR_MARGIN_S, EvaluatorConfig, EvaluatorWorker
+
+
+def decided(store: Any) -> set[str]:
+    return {row[0] for row in store.query("SELECT DISTINCT TraceId FROM evaluation_decisions")}
+
+
+def new_run(store: Any, *, assembled_ago_s: float) -> str:
+    trace = new_trace_id()
+    run = agent_run(start=time.time() - 60, trace_id=trace, task="t", tools=["lookup"])
+    store_runs(store, [run], assembled_at=time.time() - assembled_ago_s)
+    return trace
+
+
+def drained_worker(store: Any, **config: Any) -> EvaluatorWorker:
+    """A worker whose queue is empty after one full scan, so its cursor is set."""
+    migrate(store, EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(**config))
+    first = new_run(store, assembled_ago_s=1)
+    worker.cycle()
+    assert decided(store) == {first}
+    return worker
+
+
+def test_a_row_that_becomes_visible_late_within_the_margin_is_scored_without_a_full_scan(
+    store: Any,
+) -> None:
+    assert CURSOR_MARGIN_S > 10
+    worker = drained_worker(store, full_scan_interval_s=3600)
+    late = new_run(store, assembled_ago_s=10)  # readable 10 s after it was assembled
+    worker.cycle()
+    assert late in decided(store)
+
+
+def test_a_row_older_than_the_cursor_waits_for_the_next_full_scan(store: Any) -> None:
+    worker = drained_worker(store, full_scan_interval_s=3600)
+    old = new_run(store, assembled_ago_s=CURSOR_MARGIN_S * 4)
+    worker.cycle()
+    assert old not in decided(store), "the cursor should have narrowed this query"
+    worker.config = EvaluatorConfig(full_scan_interval_s=0)  # the full scan is due
+    worker.cycle()
+    assert old in decided(store)
+
+
+def test_rescan_puts_requeued_runs_back_at_once(store: Any) -> None:
+    """Re-scoring a task deletes its runs' decisions; `rescan` (the console calls it) makes the
+    worker look at the whole lookback again instead of waiting for the next full scan."""
+    worker = drained_worker(store, full_scan_interval_s=3600)
+    old = new_run(store, assembled_ago_s=CURSOR_MARGIN_S * 4)
+    worker.cycle()
+    assert old not in decided(store)
+    worker.rescan()
+    worker.cycle()
+    assert old in decided(store)
+
+
+def test_a_full_batch_keeps_the_cursor_so_the_rest_of_the_backlog_follows(store: Any) -> None:
+    """Rows assembled just after the cursor: a full batch must not move the cursor past them."""
+    worker = drained_worker(store, full_scan_interval_s=3600, batch_size=3)
+    backlog = {new_run(store, assembled_ago_s=CURSOR_MARGIN_S - 1) for _ in range(7)}
+    time.sleep(2)  # now a cursor moved to "asked - margin" would lie after the backlog
+    assert worker.run_once() == 3
+    worker.cycle()
+    assert backlog <= decided(store)
