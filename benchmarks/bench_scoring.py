@@ -1,4 +1,10 @@
-"""Scoring benchmark: metrics computed per second, and the delay from a run's end to its scores.
+"""Scoring benchmark: metrics computed per second, the online worker's throughput on a store
+with a history, and the delay from a run's end to its scores.
+
+Throughput: a store holds `--history` runs already decided (stored straight by SQL) and then a
+backlog of `--backlog` new runs; the worker drains the backlog, once as it is configured by
+default (a queue cursor, batches of 2,000) and once querying the whole lookback for every batch
+of 500 (the worker before the cursor), each on a store of its own.
 
 The delay is measured through a real sidecar on an embedded store with the default quiet
 period (2 s): agent runs are sent as OTLP with end times of "now", and the delay is the time
@@ -8,6 +14,7 @@ Prints figures; asserts nothing.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -24,7 +31,7 @@ from agenttrail.evaluators.composition import build_sidecar
 from agenttrail.evaluators.metrics import ToolCall, compute_metrics, parse_metric
 from agenttrail.evaluators.scoring.reference_store import store_reference_set
 from agenttrail.evaluators.scoring.references import parse_reference_set
-from agenttrail.evaluators.scoring.worker import DEFAULT_METRICS
+from agenttrail.evaluators.scoring.worker import DEFAULT_METRICS, EvaluatorConfig, EvaluatorWorker
 
 TOOLS = ["lookup_order", "search_kb", "issue_refund", "send_email", "escalate", "search_kb"]
 
@@ -38,6 +45,53 @@ def bench_metrics(runs: int = 20_000) -> tuple[float, float]:
         results = compute_metrics(predicted, reference, specs, latency_s=1.0, failure=False)
     elapsed = time.perf_counter() - started
     return runs / elapsed, runs * len(results) / elapsed
+
+
+_RUNS = """
+INSERT INTO trajectories (TraceId, RootSpanId, Agent, Task, Start, LatencyS, ToolCalls, Revision,
+                          AssembledAt, Version)
+SELECT lower(hex(MD5(toString(number + {offset:UInt64})))), 'root', 'bot', 'refund',
+       now64(6) - toIntervalSecond({age_s:UInt32}), 1.0, {calls:String}, 1,
+       now64(6) - toIntervalSecond({age_s:UInt32}), 1
+FROM numbers({count:UInt64})
+"""
+_DECIDE_ALL = """
+INSERT INTO evaluation_decisions
+SELECT TraceId, RootSpanId, 'trajectory', {version:String}, Revision, 'scored', '', 'bench', now64(6)
+FROM trajectories
+"""
+
+
+def bench_queue(history: int, backlog: int, config: EvaluatorConfig) -> float:
+    """Runs/s the worker drains a backlog at, with `history` decided runs in the store."""
+    from agenttrail.collector.schema import migrate
+    from agenttrail.collector.store import Store, parse_store
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
+
+    calls = '[{"name":"lookup_order","input":{"order_id":1},"output":"ok","status":"ok"}]'
+    with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
+        store = Store(parse_store(str(Path(tmp) / "store"), "agenttrail"))
+        try:
+            migrate(store, ALL_MIGRATIONS)
+            store_reference_set(
+                store,
+                parse_reference_set({"refund": {"reference_trajectory": [{"tool_name": "lookup_order"}]}}),
+                source="bench",
+            )
+            worker = EvaluatorWorker(lambda: store, config)
+            for offset in range(0, history, 100_000):
+                count = min(100_000, history - offset)
+                store.command(_RUNS, {"offset": offset, "age_s": 3600, "calls": calls, "count": count})
+            store.command(_DECIDE_ALL, {"version": worker.version})
+            worker.cycle()  # the first (full) scan finds nothing: the cursor is set, as in a running sidecar
+            store.command(_RUNS, {"offset": 10**9, "age_s": 1, "calls": calls, "count": backlog})
+            started = time.perf_counter()
+            worker.cycle()
+            elapsed = time.perf_counter() - started
+            assert worker.counters.scored_runs == backlog, worker.counters
+            return backlog / elapsed
+        finally:
+            store.close()
 
 
 def run_request(count: int) -> bytes:
@@ -110,11 +164,27 @@ def bench_score_delay(rounds: int = 10, runs_per_round: int = 50) -> list[float]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--history", type=int, default=1_000_000, help="runs decided before the backlog")
+    parser.add_argument("--backlog", type=int, default=20_000, help="new runs the worker drains")
+    args = parser.parse_args()
     runs_per_s, metrics_per_s = bench_metrics()
     print(
         f"metrics: {runs_per_s:,.0f} runs/s scored offline = {metrics_per_s:,.0f} metric values/s "
         f"({len(DEFAULT_METRICS)} reference metrics + latency + failure, 6-call trajectories)"
     )
+    for label, config in (
+        ("default (queue cursor, batches of 2,000)", EvaluatorConfig()),
+        ("whole lookback per batch of 500 (before)", EvaluatorConfig(batch_size=500, full_scan_interval_s=0)),
+    ):
+        rate = bench_queue(args.history, args.backlog, config)
+        print(
+            f"online worker, {args.backlog:,} new runs over {args.history:,} decided: "
+            f"{rate:,.0f} runs/s, {label}",
+            flush=True,
+        )
     delays = sorted(bench_score_delay())
     if not delays:
         print("score delay: no run was scored", file=sys.stderr)
