@@ -14,9 +14,14 @@ from agenttrail.collector.rows import TrajectoryRow
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
+from agenttrail.evaluators.scoring.run_queue import DecisionRow
 from agenttrail.evaluators.scoring.schema import ScoreRow
 
-ROW_TYPES: dict[str, type[Any]] = {"trajectories": TrajectoryRow, "scores": ScoreRow}
+ROW_TYPES: dict[str, type[Any]] = {
+    "trajectories": TrajectoryRow,
+    "scores": ScoreRow,
+    "evaluation_decisions": DecisionRow,
+}
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 # UInt8 columns are flags (IsDeleted must be 0 or 1).

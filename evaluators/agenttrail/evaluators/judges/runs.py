@@ -32,7 +32,7 @@ from agenttrail.evaluators.judges.base import BudgetExhausted, Judge, JudgeInput
 from agenttrail.evaluators.judges.config import JudgeSpec
 from agenttrail.evaluators.metrics import ABSENT
 from agenttrail.evaluators.scoring.reference_store import StoredReference
-from agenttrail.evaluators.scoring.run_queue import now_stamp, record_decisions
+from agenttrail.evaluators.scoring.run_queue import DecisionRow, now_stamp, record_decisions
 from agenttrail.evaluators.scoring.schema import ScoreRow
 from agenttrail.instrumentation.attributes import AGENTTRAIL_CONVERSATION_ENDED as CONVERSATION_ENDED
 
@@ -376,16 +376,16 @@ def _record(
             continue
         outcome.decisions[decision] += 1
         rows.append(
-            (
-                run["trace_id"],
-                run["root_span_id"],
-                online.name,
-                online.queue_key,
-                run["revision"],
-                decision,
-                detail,
-                worker_id,
-                stamp,
+            DecisionRow(
+                TraceId=run["trace_id"],
+                RootSpanId=run["root_span_id"],
+                Evaluator=online.name,
+                EvaluatorVersion=online.queue_key,
+                Revision=run["revision"],
+                Decision=decision,
+                Detail=detail,
+                WorkerId=worker_id,
+                DecidedAt=stamp,
             )
         )
     record_decisions(store, rows)

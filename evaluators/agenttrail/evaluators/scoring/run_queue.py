@@ -12,23 +12,28 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.scoring.reference_store import StoredReference, latest_references
 
-DECISION_COLUMNS = (
-    "TraceId",
-    "RootSpanId",
-    "Evaluator",
-    "EvaluatorVersion",
-    "Revision",
-    "Decision",
-    "Detail",
-    "WorkerId",
-    "DecidedAt",
-)
+
+class DecisionRow(NamedTuple):
+    """An `evaluation_decisions` row: what one evaluator (or judge) decided about one run revision."""
+
+    TraceId: str
+    RootSpanId: str
+    Evaluator: str
+    EvaluatorVersion: str  # the queue key: the evaluator's version, qualified by name for judges
+    Revision: int
+    Decision: str  # scored, sampled_out, filtered, error, budget_paused...
+    Detail: str
+    WorkerId: str
+    DecidedAt: str  # `seconds.fraction` text (now_stamp)
+
+
+DECISION_COLUMNS = DecisionRow._fields
 # Decisions that leave a run in the queue (recorded so the audit can say why it waits).
 NOT_FINAL = ("budget_paused",)
 
@@ -79,10 +84,9 @@ def pending_runs(
     return store.query(sql, bound)
 
 
-def record_decisions(store: Store, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Decisions in `DECISION_COLUMNS` order; written after the scores they stand for."""
-    if rows:
-        store.insert_rows("evaluation_decisions", DECISION_COLUMNS, rows)
+def record_decisions(store: Store, rows: Sequence[DecisionRow]) -> None:
+    """Decisions, written after the scores they stand for."""
+    store.insert("evaluation_decisions", rows)
 
 
 def now_stamp() -> tuple[float, str]:

@@ -31,6 +31,7 @@ from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_
 from agenttrail.evaluators.scoring.reference_store import StoredReference
 from agenttrail.evaluators.scoring.run_queue import (
     RECENT,
+    DecisionRow,
     RunQueueWorker,
     now_stamp,
     pending_runs,
@@ -244,7 +245,7 @@ class EvaluatorWorker(RunQueueWorker):
             return 0
         references = self.references()
         scores: list[ScoreRow] = []
-        decisions: list[tuple[Any, ...]] = []
+        decisions: list[DecisionRow] = []
         now, stamp = now_stamp()
         for trace_id, root, agent, task, start_us, latency_s, failure, tool_calls, revision in rows:
             decision, detail = "scored", ""
@@ -288,7 +289,17 @@ class EvaluatorWorker(RunQueueWorker):
                     self.counters.scored_runs += 1
                     self.counters.score_delays_s.append(now - (start_us / 1e6 + latency_s))
             decisions.append(
-                (trace_id, root, EVALUATOR, self.version, revision, decision, detail, self.worker_id, stamp)
+                DecisionRow(
+                    TraceId=trace_id,
+                    RootSpanId=root,
+                    Evaluator=EVALUATOR,
+                    EvaluatorVersion=self.version,
+                    Revision=revision,
+                    Decision=decision,
+                    Detail=detail,
+                    WorkerId=self.worker_id,
+                    DecidedAt=stamp,
+                )
             )
         self.store.insert("scores", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
