@@ -13,22 +13,61 @@
 Decorated code works before configure() too: spans then go to the global tracer provider.
 """
 
-from agenttrail.instrumentation import attributes
-from agenttrail.instrumentation._decorators import (
-    AgentRun,
-    ChatCall,
-    ToolCall,
-    agent,
-    agent_run,
-    chat,
-    end_conversation,
-    set_conversation_id,
-    set_output,
-    set_task,
-    tool,
-    tool_call,
-)
-from agenttrail.instrumentation._setup import configure, force_flush, shutdown
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agenttrail.instrumentation import attributes
+    from agenttrail.instrumentation._decorators import (
+        AgentRun,
+        ChatCall,
+        ToolCall,
+        agent,
+        agent_run,
+        chat,
+        end_conversation,
+        set_conversation_id,
+        set_output,
+        set_task,
+        tool,
+        tool_call,
+    )
+    from agenttrail.instrumentation._setup import configure, force_flush, shutdown
+
+# Loaded on first use: the sidecar imports `agenttrail.instrumentation.errors` (the root of every
+# error), which runs this file; the OpenTelemetry SDK should load only where spans are made.
+_LAZY = {
+    "attributes": "agenttrail.instrumentation.attributes",  # a submodule
+    "AgentRun": "agenttrail.instrumentation._decorators",
+    "ChatCall": "agenttrail.instrumentation._decorators",
+    "ToolCall": "agenttrail.instrumentation._decorators",
+    "agent": "agenttrail.instrumentation._decorators",
+    "agent_run": "agenttrail.instrumentation._decorators",
+    "chat": "agenttrail.instrumentation._decorators",
+    "end_conversation": "agenttrail.instrumentation._decorators",
+    "set_conversation_id": "agenttrail.instrumentation._decorators",
+    "set_output": "agenttrail.instrumentation._decorators",
+    "set_task": "agenttrail.instrumentation._decorators",
+    "tool": "agenttrail.instrumentation._decorators",
+    "tool_call": "agenttrail.instrumentation._decorators",
+    "configure": "agenttrail.instrumentation._setup",
+    "force_flush": "agenttrail.instrumentation._setup",
+    "shutdown": "agenttrail.instrumentation._setup",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = importlib.import_module(module)
+    value = loaded if module.endswith(f".{name}") else getattr(loaded, name)
+    globals()[name] = value  # the next access skips this function
+    return value
+
 
 __all__ = [
     "AgentRun",

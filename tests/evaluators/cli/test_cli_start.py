@@ -60,6 +60,23 @@ def test_help_imports_no_heavy_library(args: tuple[str, ...]) -> None:
     assert loaded_by(*args) & set(HEAVY) == set()
 
 
+def test_the_group_help_loads_neither_the_otel_sdk_nor_the_judge_catalogue() -> None:
+    """The error root lives in `agenttrail.instrumentation` and the criteria migrations in the
+    judges wing: both packages load their public names on first use, so `--help` pays for
+    neither the OpenTelemetry SDK nor the judge catalogue (with yaml and the metrics)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.replace('name.split(".")[0] for', "name for"), json.dumps(["--help"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = set(json.loads(done.stdout.rsplit("@@", 1)[1]))
+    assert {"opentelemetry", "yaml"} & {name.split(".")[0] for name in loaded} == set()
+    assert "agenttrail.evaluators.judges.registry" not in loaded
+    assert "agenttrail.instrumentation._decorators" not in loaded
+
+
 SERVE_PROBE = """
 import json, sys
 from agenttrail.evaluators.composition import build_sidecar

@@ -17,28 +17,72 @@ The wing owns the judge kinds and their shared client (`base`, `client`, `budget
 that combine judges with the deterministic metrics (`combined`). Imports scoring and metrics.
 """
 
-from agenttrail.evaluators.judges.base import (
-    BudgetExhausted,
-    ChatJudgeClient,
-    Judge,
-    JudgeCall,
-    JudgeInput,
-    JudgeResult,
-)
-from agenttrail.evaluators.judges.budget import BudgetTracker, JudgeBudget
-from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
-from agenttrail.evaluators.judges.registry import (
-    JUDGE_TYPES,
-    ClientPool,
-    JudgeDefinition,
-    build_judge,
-    judge_types,
-    parse_judge_definitions,
-)
-from agenttrail.evaluators.judges.rubric import RubricJudge, final_response_judge
-from agenttrail.evaluators.judges.task_completion import TaskCompletionJudge
-from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge
-from agenttrail.evaluators.judges.trajectory_accuracy import TrajectoryAccuracyJudge
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agenttrail.evaluators.judges.base import (
+        BudgetExhausted,
+        ChatJudgeClient,
+        Judge,
+        JudgeCall,
+        JudgeInput,
+        JudgeResult,
+    )
+    from agenttrail.evaluators.judges.budget import BudgetTracker, JudgeBudget
+    from agenttrail.evaluators.judges.client import JudgeSettings, OpenAIJudgeClient
+    from agenttrail.evaluators.judges.registry import (
+        JUDGE_TYPES,
+        ClientPool,
+        JudgeDefinition,
+        build_judge,
+        judge_types,
+        parse_judge_definitions,
+    )
+    from agenttrail.evaluators.judges.rubric import RubricJudge, final_response_judge
+    from agenttrail.evaluators.judges.task_completion import TaskCompletionJudge
+    from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge
+    from agenttrail.evaluators.judges.trajectory_accuracy import TrajectoryAccuracyJudge
+
+# Loaded on first use: importing a module of this wing (say `judges.criteria.sets` for its migrations)
+# runs this file, and the judge catalogue pulls in yaml, the metrics and the scoring worker.
+_LAZY = {
+    "BudgetExhausted": "agenttrail.evaluators.judges.base",
+    "ChatJudgeClient": "agenttrail.evaluators.judges.base",
+    "Judge": "agenttrail.evaluators.judges.base",
+    "JudgeCall": "agenttrail.evaluators.judges.base",
+    "JudgeInput": "agenttrail.evaluators.judges.base",
+    "JudgeResult": "agenttrail.evaluators.judges.base",
+    "BudgetTracker": "agenttrail.evaluators.judges.budget",
+    "JudgeBudget": "agenttrail.evaluators.judges.budget",
+    "JudgeSettings": "agenttrail.evaluators.judges.client",
+    "OpenAIJudgeClient": "agenttrail.evaluators.judges.client",
+    "JUDGE_TYPES": "agenttrail.evaluators.judges.registry",
+    "ClientPool": "agenttrail.evaluators.judges.registry",
+    "JudgeDefinition": "agenttrail.evaluators.judges.registry",
+    "build_judge": "agenttrail.evaluators.judges.registry",
+    "judge_types": "agenttrail.evaluators.judges.registry",
+    "parse_judge_definitions": "agenttrail.evaluators.judges.registry",
+    "RubricJudge": "agenttrail.evaluators.judges.rubric",
+    "final_response_judge": "agenttrail.evaluators.judges.rubric",
+    "TaskCompletionJudge": "agenttrail.evaluators.judges.task_completion",
+    "ToolSelectionJudge": "agenttrail.evaluators.judges.tool_selection",
+    "TrajectoryAccuracyJudge": "agenttrail.evaluators.judges.trajectory_accuracy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    loaded = importlib.import_module(module)
+    value = loaded if module.endswith(f".{name}") else getattr(loaded, name)
+    globals()[name] = value  # the next access skips this function
+    return value
+
 
 __all__ = [
     "JUDGE_TYPES",
