@@ -10,6 +10,8 @@ re-encodes it).
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from typing import Any
 
@@ -394,3 +396,37 @@ def test_late_span_reassembles_a_plain_run_as_a_new_revision(store: Any) -> None
     [run] = stored_runs(store, trace_id)
     assert (run["Revision"], run["ToolCount"], run["SpanCount"]) == (2, 2, 4)
     assert assembler.plain_runs == 2
+
+
+def test_a_store_closed_under_a_stopping_assembler_ends_it_quietly(
+    store: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve closes its stores once its wait for the assembler ends; under load a cycle can
+    outlive that wait. The cycle's next statement then fails on a closed client: that is the
+    stop, not an assembly failure to log and retry, and the trace stays pending (recovered from
+    `trace_arrivals` after the next start)."""
+    assembly_store = store.clone()
+    assembler = Assembler(assembly_store, quiet_period_s=0.0, sql_min_traces=1)
+    trace_id = new_trace_id()
+    store_spans(store, trace_id, plain_trace())
+    reached, release = threading.Event(), threading.Event()
+    query = assembly_store.query
+
+    def held_query(sql: str, parameters: Any = None, **settings: Any) -> list[tuple[Any, ...]]:
+        reached.set()  # the cycle is under way: let the test stop and close around it
+        assert release.wait(60)
+        return query(sql, parameters, **settings)
+
+    monkeypatch.setattr(assembly_store, "query", held_query)
+    assembler.notify({trace_id: True}, time.time())
+    with caplog.at_level(logging.INFO):
+        assembler.start()
+        assert reached.wait(60)
+        assembler.stop(timeout_s=0)  # serve's wait ran out
+        assembly_store.close()
+        release.set()
+        assembler.stop(timeout_s=60)
+    assert not assembler.alive()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert assembler.failures == 0
+    assert assembler.pending_count == 1

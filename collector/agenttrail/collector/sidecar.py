@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read 
 
 log = logging.getLogger(__name__)
 
+# How long stop() waits for the assembler's chunk in hand before closing the stores.
+ASSEMBLER_STOP_WAIT_S = 30.0
+
 
 def ensure_writable(directory: Path, what: str, option: str) -> None:
     """Create `directory` and write a probe file in it, or raise ConfigError saying what is wrong
@@ -302,7 +305,16 @@ class Sidecar:
             self.pipeline.stop()
             self.pipeline = None
         if self.assembler is not None:
-            self.assembler.stop()
+            # Before the stores close: the assembler ends at its next chunk, which under load
+            # can take longer than a worker's usual 10 s wait. Past this wait the store closes
+            # under it and it ends quietly; its traces are assembled after the next start.
+            self.assembler.stop(timeout_s=ASSEMBLER_STOP_WAIT_S)
+            if self.assembler.alive():
+                log.warning(
+                    "the assembler did not finish its chunk within %.0f s; its traces are assembled "
+                    "after the next start",
+                    ASSEMBLER_STOP_WAIT_S,
+                )
             self.assembler = None
         for store in self._close_order():
             store.close()
