@@ -430,3 +430,44 @@ def test_a_store_closed_under_a_stopping_assembler_ends_it_quietly(
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert assembler.failures == 0
     assert assembler.pending_count == 1
+
+
+def big_plain_trace(size: int) -> list[SpanRecord]:
+    """A plain trace whose agent input is `size` characters: its chunk's memory grows with it."""
+    spans = plain_trace()
+    root = spans[0]
+    attributes = {**root.attributes, "input.value": json.dumps({"question": "x" * size})}
+    spans[0] = SpanRecord(
+        "", root.span_id, "", root.name, "svc", root.start_ns, root.duration_ns, "Unset", "", attributes
+    )
+    return spans
+
+
+def test_a_chunk_refused_for_memory_is_assembled_in_halves(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With assembly_max_memory_bytes below what a chunk needs, ClickHouse refuses the chunk;
+    the assembler splits it until the pieces fit (one trace alone runs without the limit), so
+    every run is assembled, the same as build_runs makes it, and nothing is skipped."""
+    traces = [big_plain_trace(200_000) for _ in range(16)]
+    ids = [new_trace_id() for _ in traces]
+    for trace_id, spans in zip(ids, traces, strict=True):
+        store_spans(store, trace_id, spans)
+    limited = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1, max_query_memory=4 * 1024 * 1024)
+    limited.notify(dict.fromkeys(ids, True), time.time())
+    with caplog.at_level(logging.WARNING):
+        written = limited.assemble_due()
+    assert written == len(ids)
+    assert limited.failures == 0
+    assert limited.pending_count == 0
+    assert limited.memory_refusals > 0
+    assert limited.chunk_size < 1000
+    assert "assembly_max_memory_bytes" in caplog.text
+    reference = Assembler(store.clone(), quiet_period_s=0.0, sql_assembly=False)
+    python_ids = [new_trace_id() for _ in traces]
+    for trace_id, spans in zip(python_ids, traces, strict=True):
+        store_spans(store, trace_id, spans)
+    reference.notify(dict.fromkeys(python_ids, True), time.time())
+    reference.assemble_due()
+    for limited_id, python_id in zip(ids, python_ids, strict=True):
+        assert stored_runs(store, limited_id) == stored_runs(store, python_id)

@@ -94,6 +94,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_body_bytes", 64 * 1024 * 1024, _positive_int, "request body limit after decompression"),
     Setting("max_queue_spans", 200_000, _positive_int, "spans queued for storage before refusing (429/503)"),
     Setting("batch_max_spans", 20_000, _positive_int, "spans per ClickHouse insert"),
+    Setting(
+        "insert_block_spans",
+        8192,
+        _positive_int,
+        "spans ClickHouse writes as one part of an insert (an insert's memory grows with it)",
+    ),
+    Setting(
+        "assembly_max_memory_bytes",
+        256 * 1024 * 1024,
+        _positive_int,
+        "ClickHouse memory one assembly query may use; a chunk refused for it is assembled in halves",
+    ),
     Setting("flush_interval_s", 0.2, _positive_float, "longest wait before a partial batch is inserted"),
     Setting("bearer_token", None, _optional_str, "require 'Authorization: Bearer <token>' on OTLP and API"),
     Setting("tls_cert", None, _optional_str, "PEM certificate file for TLS on both receivers"),
@@ -104,7 +116,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("health_auth", False, _bool, "require the bearer token on /livez, /readyz and /healthz too"),
     Setting(
         "max_inflight_bytes",
-        32 * 1024 * 1024,
+        16 * 1024 * 1024,
         _positive_int,
         "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
     ),
@@ -141,6 +153,8 @@ class SidecarConfig:
     max_body_bytes: int = 64 * 1024 * 1024
     max_queue_spans: int = 200_000
     batch_max_spans: int = 20_000
+    insert_block_spans: int = 8192
+    assembly_max_memory_bytes: int = 256 * 1024 * 1024
     flush_interval_s: float = 0.2
     bearer_token: str | None = None
     tls_cert: str | None = None
@@ -149,7 +163,7 @@ class SidecarConfig:
     retention_trajectories_days: int = 0
     retention_scores_days: int = 0
     health_auth: bool = False
-    max_inflight_bytes: int = 32 * 1024 * 1024
+    max_inflight_bytes: int = 16 * 1024 * 1024
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0

@@ -162,13 +162,17 @@ class Sidecar:
             ),
         )
         self.assembler = Assembler(
-            self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
+            self.new_store(),
+            quiet_period_s=config.quiet_period_s,
+            idle_timeout_s=config.idle_timeout_s,
+            max_query_memory=config.assembly_max_memory_bytes,
         )
         self.assembler.listeners.extend(self.on_assembled)
         self.pipeline = IngestPipeline(
             self.new_store(),
             self.spool_dir(),
             batch_max_rows=config.batch_max_spans,
+            insert_block_rows=config.insert_block_spans,
             flush_interval_s=config.flush_interval_s,
             max_queue_rows=config.max_queue_spans,
             spool_fsync=config.spool_fsync,
