@@ -110,7 +110,9 @@ bench-assembly: $(STAMP)
 # A short soak (benchmarks/soak.py, not part of `make test`): 90 s of steady OTLP load with a
 # SIGKILL restart after 60 s, then acknowledged == stored and no duplicates (exit 1 otherwise).
 # About 3-4 minutes in all on a 2-core machine (two sidecar start-ups). The full soak is
-# `python benchmarks/soak.py` (one hour, a kill every 10 minutes).
+# `python benchmarks/soak.py --disk-full-at 1500` (one hour, a kill every 10 minutes, the spool's
+# disk full for a minute; needs root for the tmpfs). tests/collector/test_soak.py runs a
+# two-minute one with both in `make test`.
 .PHONY: soak-short
 soak-short: $(STAMP)
 	$(BIN)/python benchmarks/soak.py --seconds 90 --kill-every 60 --sample-s 10

@@ -5,19 +5,24 @@ Clients (half OTLP/HTTP protobuf, half OTLP/gRPC) send agent runs of `--spans` s
 `--rate` spans/s in all; they honour Retry-After and resend a request whose connection dropped
 (a request is "acknowledged" only when its 200 / OK arrived). Every `--sample-s` the script
 prints the sidecar's RSS, acknowledged and stored spans and the interval's ack p50/p99; every
-`--kill-every` s it kills the sidecar with SIGKILL and starts it again. At the end it stops the
+`--kill-every` s it kills the sidecar with SIGKILL and starts it again. With `--disk-full-at T`
+the spool lives on a size-limited tmpfs (mounting one needs root) that a ballast file keeps full
+from T for `--disk-full-s` seconds: requests are then refused with a retry hint (HTTP 503, gRPC
+UNAVAILABLE) and must go through again, unchanged, once the ballast is gone. At the end it stops the
 sidecar (SIGTERM), opens the store itself and counts, per acknowledged trace, the stored spans:
 lost (acknowledged, not stored) and duplicated spans must both be 0 (exit 1 otherwise).
 A request resent after a dropped connection may legitimately be stored twice (at-least-once),
 so duplicates are counted only on traces sent once.
 
-    python benchmarks/soak.py                      # one hour, a kill every 10 minutes
+    python benchmarks/soak.py --disk-full-at 1500  # one hour, a kill every 10 minutes, a full disk
     python benchmarks/soak.py --seconds 90 --kill-every 60   # `make soak-short`
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import http.client
 import json
 import os
@@ -28,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -41,8 +47,9 @@ SERVE = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main
 class Sidecar:
     """`agenttrail serve` as a child process on one store, restartable."""
 
-    def __init__(self, store: Path) -> None:
+    def __init__(self, store: Path, spool_dir: Path | None = None) -> None:
         self.store = store
+        self.spool_dir = spool_dir
         self.process: subprocess.Popen[bytes] | None = None
         self.http = self.grpc = ""
         self.ready = threading.Event()
@@ -64,6 +71,7 @@ class Sidecar:
                 "127.0.0.1:0",
                 "--http",
                 "127.0.0.1:0",
+                *(["--spool-dir", str(self.spool_dir)] if self.spool_dir else []),
             ]
         )
         deadline = time.monotonic() + 600
@@ -132,6 +140,8 @@ class Clients:
         self.all_latencies: list[float] = []
         self.refused = 0
         self.dropped = 0
+        self.disk_full = threading.Event()
+        self.refused_while_disk_full = 0
 
     def run(self) -> list[threading.Thread]:
         workers = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(self.threads)]
@@ -171,6 +181,7 @@ class Clients:
                 with self.lock:
                     if outcome == "refused":
                         self.refused += 1
+                        self.refused_while_disk_full += self.disk_full.is_set()
                     else:
                         self.dropped += 1
                         self.resent.add(trace.hex())
@@ -214,23 +225,90 @@ class Clients:
         return sorted(taken)
 
 
+class SmallDisk:
+    """The spool's filesystem: a size-limited tmpfs that a ballast file can fill."""
+
+    def __init__(self, mount_point: Path, size_mib: int) -> None:
+        self.mount_point = mount_point
+        self.ballast = mount_point / "ballast"
+        mount_point.mkdir()
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mount_point)],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise SystemExit(
+                f"--disk-full-at needs a size-limited tmpfs for the spool and mounting one failed "
+                f"({result.stderr.strip() or result.returncode}); run as root, or leave the option out"
+            )
+
+    def fill(self) -> None:
+        """Grow the ballast until the filesystem refuses (ENOSPC): space the writer frees by
+        draining segments is taken back at every call."""
+        with self.ballast.open("ab") as ballast:
+            try:
+                while True:
+                    ballast.write(b"\0" * 65536)
+                    ballast.flush()
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+
+    def free(self) -> None:
+        self.ballast.unlink(missing_ok=True)
+
+    def unmount(self) -> None:
+        subprocess.run(["umount", "-l", str(self.mount_point)], check=False)
+
+
+@contextlib.contextmanager
+def small_disk(root: Path, wanted: bool) -> Iterator[SmallDisk | None]:
+    if not wanted:
+        yield None
+        return
+    disk = SmallDisk(root / "spool-disk", size_mib=256)
+    try:
+        yield disk
+    finally:
+        disk.unmount()
+
+
 def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))] * 1000 if values else float("nan")
 
 
-def soak(seconds: float, rate: float, spans: int, threads: int, kill_every: float, sample_s: float) -> bool:
-    with tempfile.TemporaryDirectory(prefix="agenttrail-soak-") as tmp:
+def soak(
+    seconds: float,
+    rate: float,
+    spans: int,
+    threads: int,
+    kill_every: float,
+    sample_s: float,
+    disk_full_at: float | None = None,
+    disk_full_s: float = 60.0,
+) -> bool:
+    with (
+        tempfile.TemporaryDirectory(prefix="agenttrail-soak-") as tmp,
+        small_disk(Path(tmp), disk_full_at is not None) as disk,
+    ):
         store = Path(tmp) / "store"
-        sidecar = Sidecar(store)
+        sidecar = Sidecar(store, disk.mount_point / "spool" if disk else None)
+        episode = (
+            f", the spool's disk full from {disk_full_at:.0f} s for {disk_full_s:.0f} s"
+            if disk_full_at is not None
+            else ""
+        )
         print(
             f"soak: {seconds:.0f} s at {rate:,.0f} spans/s ({spans}-span runs, {threads} clients), "
-            f"SIGKILL every {kill_every:.0f} s; sidecar started in {sidecar.start():.1f} s",
+            f"SIGKILL every {kill_every:.0f} s{episode}; sidecar started in {sidecar.start():.1f} s",
             flush=True,
         )
         clients = Clients(sidecar, rate, spans, threads)
         workers = clients.run()
         began = time.monotonic()
         next_kill = began + kill_every
+        next_sample = began + sample_s
         stored_before_restarts = 0
         kills = 0
         rss: list[float] = []
@@ -239,7 +317,22 @@ def soak(seconds: float, rate: float, spans: int, threads: int, kill_every: floa
             flush=True,
         )
         while time.monotonic() - began < seconds:
-            time.sleep(min(sample_s, max(0.0, began + seconds - time.monotonic())))
+            if disk is not None and disk_full_at is not None:
+                full = disk_full_at <= time.monotonic() - began < disk_full_at + disk_full_s
+                if full and not clients.disk_full.is_set():
+                    print(f"  {time.monotonic() - began:7.0f}  spool disk full", flush=True)
+                    clients.disk_full.set()
+                elif not full and clients.disk_full.is_set():
+                    disk.free()
+                    clients.disk_full.clear()
+                    print(f"  {time.monotonic() - began:7.0f}  spool disk freed", flush=True)
+                if full:
+                    disk.fill()
+            step = 1.0 if disk is not None else sample_s
+            time.sleep(min(step, max(0.0, began + seconds - time.monotonic())))
+            if time.monotonic() < next_sample and time.monotonic() - began < seconds:
+                continue
+            next_sample += sample_s
             if time.monotonic() >= next_kill and time.monotonic() - began < seconds - 5:
                 stored_before_restarts += sidecar.stored_spans() or 0
                 sidecar.kill()
@@ -260,12 +353,21 @@ def soak(seconds: float, rate: float, spans: int, threads: int, kill_every: floa
                 f"{pct(latencies, 0.5):9.1f}{pct(latencies, 0.99):9.1f}",
                 flush=True,
             )
+        if disk is not None:
+            disk.free()
+            clients.disk_full.clear()
         clients.stop.set()
         for worker in workers:
             worker.join(120)
         clients.take_latencies()
         sidecar.stop()
-        return verify(store, clients, kills, rss, time.monotonic() - began)
+        ok = verify(store, clients, kills, rss, time.monotonic() - began)
+        if disk_full_at is not None:
+            print(f"  refused while the spool's disk was full: {clients.refused_while_disk_full:,}")
+            if clients.refused_while_disk_full == 0:
+                print("soak: FAILED (the disk-full episode refused nothing: it did not happen)")
+                ok = False
+        return ok
 
 
 def verify(store: Path, clients: Clients, kills: int, rss: list[float], seconds: float) -> bool:
@@ -315,10 +417,23 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4, help="client threads, half HTTP half gRPC")
     parser.add_argument("--kill-every", type=float, default=600.0, help="seconds between SIGKILL restarts")
     parser.add_argument("--sample-s", type=float, default=30.0, help="seconds between printed samples")
+    parser.add_argument(
+        "--disk-full-at", type=float, help="second at which the spool's disk fills up (needs root)"
+    )
+    parser.add_argument("--disk-full-s", type=float, default=60.0, help="how long the disk stays full")
     args = parser.parse_args()
     random.seed(0)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    ok = soak(args.seconds, args.rate, args.spans, args.clients, args.kill_every, args.sample_s)
+    ok = soak(
+        args.seconds,
+        args.rate,
+        args.spans,
+        args.clients,
+        args.kill_every,
+        args.sample_s,
+        args.disk_full_at,
+        args.disk_full_s,
+    )
     sys.exit(0 if ok else 1)
 
 

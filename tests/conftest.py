@@ -49,6 +49,7 @@ SLOW_FIRST = (
     "tests/collector/test_canonical.py",
     "tests/collector/test_otlp_sql.py",
     "tests/collector/test_serve_process.py",
+    "tests/collector/test_soak.py",
 )
 
 
