@@ -217,14 +217,21 @@ def bench_overload(
     extra_args: list[str],
     factor: float = 0.0,
     calibrate_s: float = 20.0,
+    memory_log: Path | None = None,
+    offered: float = 0.0,
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="agenttrail-overload-") as tmp:
         store = Path(tmp) / "store"
+        # With a memory log, serve runs under memory_probe.py, which samples where its memory is.
+        launcher = (
+            [str(Path(__file__).parent / "memory_probe.py"), str(memory_log)]
+            if memory_log
+            else ["-c", "from agenttrail.evaluators.cli.entry import main; main()"]
+        )
         process = subprocess.Popen(
             [
                 sys.executable,
-                "-c",
-                "from agenttrail.evaluators.cli.entry import main; main()",
+                *launcher,
                 "--log-level",
                 "WARNING",
                 "serve",
@@ -258,8 +265,8 @@ def bench_overload(
             idle = rss_mib(process.pid)
             queue: Any = multiprocessing.get_context("spawn").Queue()
             per_process = clients // processes
-            sustainable = 0.0
-            if factor:
+            sustainable = offered / factor if offered and factor else 0.0
+            if factor and not offered:
                 # What the sidecar stores when the closed-loop clients saturate it: the rate
                 # the open loop then offers `factor` times.
                 calibration = [
@@ -362,10 +369,30 @@ def main() -> None:
         "--calibrate-s, then offer FACTOR times it for --seconds whatever the answers (e.g. 4)",
     )
     parser.add_argument("--calibrate-s", type=float, default=20.0, help="calibration length (with --factor)")
+    parser.add_argument(
+        "--offered",
+        type=float,
+        default=0.0,
+        help="with --factor: offer this many spans/s instead of calibrating (runs compared back to "
+        "back on a loaded machine then get the same offered load; 'sustainable' is offered/factor)",
+    )
+    parser.add_argument(
+        "--memory-log",
+        type=Path,
+        help="sample where serve's memory is (RSS, ClickHouse's tracked memory by query kind, "
+        "caches, merges, backlog) into this JSON-lines file and print a summary (memory_probe.py)",
+    )
     parser.add_argument("serve_args", nargs="*", help="extra `agenttrail serve` options (after --)")
     args = parser.parse_args()
     now = bench_overload(
-        args.seconds, args.clients, args.processes, args.serve_args, args.factor, args.calibrate_s
+        args.seconds,
+        args.clients,
+        args.processes,
+        args.serve_args,
+        args.factor,
+        args.calibrate_s,
+        args.memory_log,
+        args.offered,
     )
     if args.factor:
         print(
@@ -403,6 +430,10 @@ def main() -> None:
             f"RSS max while offered {now['rss_max_under_load_mib']:.0f} MiB "
             f"({now['rss_max_under_load_mib'] / max(now['rss_idle_mib'], 1):.2f}x idle)"
         )
+    if args.memory_log:
+        from memory_probe import summarise
+
+        print(summarise(args.memory_log))
 
 
 if __name__ == "__main__":

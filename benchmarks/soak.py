@@ -246,14 +246,14 @@ class SmallDisk:
     def fill(self) -> None:
         """Grow the ballast until the filesystem refuses (ENOSPC): space the writer frees by
         draining segments is taken back at every call."""
-        with self.ballast.open("ab") as ballast:
-            try:
-                while True:
-                    ballast.write(b"\0" * 65536)
-                    ballast.flush()
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
+        try:
+            # Unbuffered, so that nothing is left to write (and fail) when the file is closed.
+            with self.ballast.open("ab", buffering=0) as ballast:
+                while ballast.write(b"\0" * 65536):
+                    pass
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
 
     def free(self) -> None:
         self.ballast.unlink(missing_ok=True)

@@ -10,6 +10,8 @@ re-encodes it).
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from typing import Any
 
@@ -394,3 +396,78 @@ def test_late_span_reassembles_a_plain_run_as_a_new_revision(store: Any) -> None
     [run] = stored_runs(store, trace_id)
     assert (run["Revision"], run["ToolCount"], run["SpanCount"]) == (2, 2, 4)
     assert assembler.plain_runs == 2
+
+
+def test_a_store_closed_under_a_stopping_assembler_ends_it_quietly(
+    store: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve closes its stores once its wait for the assembler ends; under load a cycle can
+    outlive that wait. The cycle's next statement then fails on a closed client: that is the
+    stop, not an assembly failure to log and retry, and the trace stays pending (recovered from
+    `trace_arrivals` after the next start)."""
+    assembly_store = store.clone()
+    assembler = Assembler(assembly_store, quiet_period_s=0.0, sql_min_traces=1)
+    trace_id = new_trace_id()
+    store_spans(store, trace_id, plain_trace())
+    reached, release = threading.Event(), threading.Event()
+    query = assembly_store.query
+
+    def held_query(sql: str, parameters: Any = None, **settings: Any) -> list[tuple[Any, ...]]:
+        reached.set()  # the cycle is under way: let the test stop and close around it
+        assert release.wait(60)
+        return query(sql, parameters, **settings)
+
+    monkeypatch.setattr(assembly_store, "query", held_query)
+    assembler.notify({trace_id: True}, time.time())
+    with caplog.at_level(logging.INFO):
+        assembler.start()
+        assert reached.wait(60)
+        assembler.stop(timeout_s=0)  # serve's wait ran out
+        assembly_store.close()
+        release.set()
+        assembler.stop(timeout_s=60)
+    assert not assembler.alive()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert assembler.failures == 0
+    assert assembler.pending_count == 1
+
+
+def big_plain_trace(size: int) -> list[SpanRecord]:
+    """A plain trace whose agent input is `size` characters: its chunk's memory grows with it."""
+    spans = plain_trace()
+    root = spans[0]
+    attributes = {**root.attributes, "input.value": json.dumps({"question": "x" * size})}
+    spans[0] = SpanRecord(
+        "", root.span_id, "", root.name, "svc", root.start_ns, root.duration_ns, "Unset", "", attributes
+    )
+    return spans
+
+
+def test_a_chunk_refused_for_memory_is_assembled_in_halves(
+    store: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With assembly_max_memory_bytes below what a chunk needs, ClickHouse refuses the chunk;
+    the assembler splits it until the pieces fit (one trace alone runs without the limit), so
+    every run is assembled, the same as build_runs makes it, and nothing is skipped."""
+    traces = [big_plain_trace(200_000) for _ in range(16)]
+    ids = [new_trace_id() for _ in traces]
+    for trace_id, spans in zip(ids, traces, strict=True):
+        store_spans(store, trace_id, spans)
+    limited = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1, max_query_memory=4 * 1024 * 1024)
+    limited.notify(dict.fromkeys(ids, True), time.time())
+    with caplog.at_level(logging.WARNING):
+        written = limited.assemble_due()
+    assert written == len(ids)
+    assert limited.failures == 0
+    assert limited.pending_count == 0
+    assert limited.memory_refusals > 0
+    assert limited.chunk_size < 1000
+    assert "assembly_max_memory_bytes" in caplog.text
+    reference = Assembler(store.clone(), quiet_period_s=0.0, sql_assembly=False)
+    python_ids = [new_trace_id() for _ in traces]
+    for trace_id, spans in zip(python_ids, traces, strict=True):
+        store_spans(store, trace_id, spans)
+    reference.notify(dict.fromkeys(python_ids, True), time.time())
+    reference.assemble_due()
+    for limited_id, python_id in zip(ids, python_ids, strict=True):
+        assert stored_runs(store, limited_id) == stored_runs(store, python_id)

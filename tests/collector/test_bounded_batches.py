@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from otlp_builders import SpanSpec, new_span_id, new_trace_id, request
 
+from agenttrail.collector import ingest
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.spool import Spool
 
@@ -61,3 +62,32 @@ def test_stop_far_behind_ends_within_its_timeout_and_the_rest_is_replayed(store:
         (2400,)
     ]
     assert restarted._spool.segments() == []
+
+
+def test_one_insert_writes_parts_of_about_insert_block_rows(
+    store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ClickHouse reads a segment a few requests at a time and writes a part each time
+    insert_block_rows spans have gathered, instead of squashing the whole segment into one part
+    (an insert's memory grows with its part: 262 MiB for 20,000 spans in one). Merges are held
+    off so the parts can be counted; every span is stored once."""
+    monkeypatch.setattr(ingest, "READ_BLOCK_BYTES", 4096)  # about one 30-span request a block
+    pipeline = IngestPipeline(
+        store, tmp_path / "spool", batch_max_rows=300, insert_block_rows=64, flush_interval_s=30
+    )
+    trace = new_trace_id()
+    for _ in range(10):
+        pipeline.accept(thirty_spans(trace))
+    assert len(pipeline._spool.segments()) == 1
+    store.command("SYSTEM STOP MERGES otel_traces")
+    try:
+        pipeline.start()
+        assert pipeline.flush(60)
+        [(spans, parts)] = store.query(
+            "SELECT count(), uniqExact(_part) FROM otel_traces WHERE TraceId = {t:String}", {"t": trace}
+        )
+    finally:
+        store.command("SYSTEM START MERGES otel_traces")
+        pipeline.stop()
+    assert spans == 300
+    assert 3 <= parts <= 5  # parts of 64 to ~94 spans

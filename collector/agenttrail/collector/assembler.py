@@ -24,7 +24,7 @@ from typing import Any
 from agenttrail.collector.assembly_sql import INSERT_PLAIN, WRITTEN
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.conventions import EVENT_ATTRIBUTES
-from agenttrail.collector.errors import StoreError, StoreUnavailable
+from agenttrail.collector.errors import StoreError, StoreOutOfMemory, StoreUnavailable
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.rows import TrajectoryRow
 from agenttrail.collector.runs import AgentRun
@@ -46,6 +46,12 @@ TRAJECTORY_COLUMNS = tuple(c for c in ASSEMBLED_COLUMNS if c not in ADDED_TRAJEC
 # ClickHouse spends about 0.2 CPU-s analysing the plain-trace query whatever its size, and then
 # ~0.25 ms a run against build_runs' ~1 ms: below this many traces a chunk is cheaper in Python.
 SQL_MIN_TRACES = 256
+# ClickHouse memory one assembly statement may use (the plain-trace INSERT ... SELECT, the span
+# read for build_runs): about 90 MiB for 1,000 agent traces under bench_overload. A chunk refused
+# for it is assembled in halves, and later chunks stay smaller for a while.
+ASSEMBLY_MAX_MEMORY = 256 * 1024 * 1024
+# Chunks assembled within the limit before the chunk size doubles back towards its maximum.
+_GROW_AFTER = 8
 _STATE_COLUMNS = ("TraceId", "AssembledThrough", "RunKeys", "Revision", "Version")
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
@@ -152,6 +158,7 @@ class Assembler(BackgroundLoop):
         recovery_lookback_s: int = 86_400,
         sql_assembly: bool = True,
         sql_min_traces: int = SQL_MIN_TRACES,
+        max_query_memory: int = ASSEMBLY_MAX_MEMORY,
     ) -> None:
         super().__init__(
             what="trajectory assembly", thread_name="agenttrail-assembler", poll_interval_s=poll_interval_s
@@ -160,6 +167,12 @@ class Assembler(BackgroundLoop):
         self.quiet_period_s = quiet_period_s
         self.idle_timeout_s = idle_timeout_s
         self._chunk = max_traces_per_query
+        # The chunk size in use: halved when ClickHouse refuses a chunk for memory, doubled back
+        # after _GROW_AFTER chunks that fit.
+        self.chunk_size = max_traces_per_query
+        self._fitted = 0
+        self.max_query_memory = max_query_memory  # bytes; 0: no limit
+        self.memory_refusals = 0
         self._recovery_lookback_s = recovery_lookback_s
         self._pending: dict[str, _Pending] = {}
         # Previous (run keys, revision) of recovered traces stored without state (recover()).
@@ -254,10 +267,12 @@ class Assembler(BackgroundLoop):
         written = 0
         try:
             ids = list(due)
-            for start in range(0, len(ids), self._chunk):
+            start = 0
+            while start < len(ids):
                 if self.stopping:
                     break  # the rest stays pending; after a restart, recover() finds it again
-                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + self._chunk]}
+                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + self.chunk_size]}
+                start += len(chunk)
                 written += self._assemble_isolating_failures(chunk)
                 with self._lock:
                     for trace_id, through in chunk.items():
@@ -275,7 +290,7 @@ class Assembler(BackgroundLoop):
         """Assemble a chunk; if ClickHouse refuses it (not an outage), retry trace by trace so
         one bad trace is logged and skipped instead of blocking all the others forever."""
         try:
-            return self._assemble(chunk)
+            return self._assemble_within_memory(chunk)
         except StoreUnavailable:
             raise
         except StoreError as exc:
@@ -296,7 +311,46 @@ class Assembler(BackgroundLoop):
                 log.error("skipping trace %s: its trajectory cannot be stored: %s", trace_id, exc)
         return written
 
-    def _assemble(self, through: dict[str, float]) -> int:
+    def _assemble_within_memory(self, chunk: dict[str, float]) -> int:
+        """Assemble a chunk within max_query_memory: a chunk ClickHouse refuses for memory is
+        assembled in halves (nothing is dropped), and one trace alone without the limit."""
+        try:
+            written = self._assemble(chunk, self.max_query_memory)
+        except StoreOutOfMemory as exc:
+            self.memory_refusals += 1
+            if len(chunk) == 1:
+                log.warning(
+                    "trace %s needs more ClickHouse memory to assemble than assembly_max_memory_bytes "
+                    "(%d) allows; assembling it without the limit: %s",
+                    next(iter(chunk)),
+                    self.max_query_memory,
+                    exc,
+                )
+                return self._assemble(chunk, 0)
+            half = len(chunk) // 2
+            if half < self.chunk_size:
+                log.warning(
+                    "assembling %d traces at once needs more ClickHouse memory than "
+                    "assembly_max_memory_bytes (%d) allows; assembling %d at a time for now",
+                    len(chunk),
+                    self.max_query_memory,
+                    half,
+                )
+                self.chunk_size, self._fitted = half, 0
+            items = list(chunk.items())
+            return self._assemble_within_memory(dict(items[:half])) + self._assemble_within_memory(
+                dict(items[half:])
+            )
+        if len(chunk) >= self.chunk_size and self.chunk_size < self._chunk:
+            self._fitted += 1
+            if self._fitted >= _GROW_AFTER:
+                self.chunk_size, self._fitted = min(self._chunk, 2 * self.chunk_size), 0
+        return written
+
+    def _assemble(self, through: dict[str, float], max_memory: int = 0) -> int:
+        """Assemble these traces; the two statements whose memory grows with the chunk run
+        with ClickHouse's max_memory_usage at `max_memory` (0: none)."""
+        limit: dict[str, str | int] = {"max_memory_usage": max_memory} if max_memory else {}
         ids = list(through)
         previous = {
             row[0]: (list(row[1]), int(row[2])) for row in self._store.query(_STATE_QUERY, {"ids": ids})
@@ -312,9 +366,9 @@ class Assembler(BackgroundLoop):
         bounds = self._bounds(ids)
         plain: dict[str, str] = {}
         if bounds is not None and self.sql_assembly and len(ids) >= self.sql_min_traces:
-            plain = self._assemble_plain(ids, bounds, previous, now, version)
+            plain = self._assemble_plain(ids, bounds, previous, now, version, limit)
         rest = [trace_id for trace_id in ids if trace_id not in plain]
-        spans = self._read_spans(rest, bounds) if rest and bounds is not None else {}
+        spans = self._read_spans(rest, bounds, limit) if rest and bounds is not None else {}
         trajectory_rows: list[TrajectoryRow] = []
         state_rows: list[tuple[Any, ...]] = []
         for trace_id in ids:
@@ -363,6 +417,7 @@ class Assembler(BackgroundLoop):
         previous: dict[str, tuple[list[str], int]],
         now: float,
         version: int,
+        limit: dict[str, str | int],
     ) -> dict[str, str]:
         """Store the runs of the plain traces in ClickHouse (assembly_sql); their run keys."""
         self._store.command(
@@ -376,10 +431,13 @@ class Assembler(BackgroundLoop):
                 "assembled_at": _ts6(now),
                 "version": version,
             },
+            settings=limit,
         )
         return {row[0]: row[1] for row in self._store.query(WRITTEN, {"ids": ids, "version": version})}
 
-    def _read_spans(self, ids: list[str], bounds: tuple[str, str]) -> dict[str, list[SpanRecord]]:
+    def _read_spans(
+        self, ids: list[str], bounds: tuple[str, str], limit: dict[str, str | int]
+    ) -> dict[str, list[SpanRecord]]:
         params = {
             "ids": ids,
             "since": bounds[0],
@@ -389,7 +447,7 @@ class Assembler(BackgroundLoop):
             "event_keys": list(EVENT_ATTRIBUTES),
         }
         spans: dict[str, list[SpanRecord]] = {}
-        for row in self._store.query(_SPAN_QUERY, params):
+        for row in self._store.query(_SPAN_QUERY, params, settings=limit):
             spans.setdefault(row[0], []).append(_span_from_row(row))
         return spans
 

@@ -59,6 +59,11 @@ class BackgroundLoop:
             try:
                 self.cycle()
             except StoreError as exc:
+                if self.stopping:
+                    # The store closed under a cycle that outlived stop()'s wait: not a failure,
+                    # and the cycle's unfinished work is found again after the next start.
+                    log.info("%s stopped during a cycle: %s", self._what, exc)
+                    break
                 self.count_failure(str(exc))
                 log.error("%s failed, will retry: %s", self._what, exc)
                 self._stop.wait(1.0)

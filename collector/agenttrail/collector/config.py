@@ -55,6 +55,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_body_bytes", POSITIVE_INT, 64 * 1024 * 1024, "request body limit after decompression"),
     Setting("max_queue_spans", POSITIVE_INT, 200_000, "spans queued for storage before refusing (429/503)"),
     Setting("batch_max_spans", POSITIVE_INT, 20_000, "spans per ClickHouse insert"),
+    Setting(
+        "insert_block_spans",
+        POSITIVE_INT,
+        8192,
+        "spans ClickHouse writes as one part of an insert (an insert's memory grows with it)",
+    ),
+    Setting(
+        "assembly_max_memory_bytes",
+        POSITIVE_INT,
+        256 * 1024 * 1024,
+        "ClickHouse memory one assembly query may use; a chunk refused for it is assembled in halves",
+    ),
     Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
         "bearer_token",
@@ -72,7 +84,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_inflight_bytes",
         POSITIVE_INT,
-        32 * 1024 * 1024,
+        16 * 1024 * 1024,
         "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
     ),
     Setting("http_max_connections", POSITIVE_INT, 1024, "open HTTP connections before refusing (503)"),
@@ -109,6 +121,8 @@ class SidecarConfig:
     max_body_bytes: int = 64 * 1024 * 1024
     max_queue_spans: int = 200_000
     batch_max_spans: int = 20_000
+    insert_block_spans: int = 8192
+    assembly_max_memory_bytes: int = 256 * 1024 * 1024
     flush_interval_s: float = 0.2
     bearer_token: str | None = None
     tls_cert: str | None = None
@@ -117,7 +131,7 @@ class SidecarConfig:
     retention_trajectories_days: int = 0
     retention_scores_days: int = 0
     health_auth: bool = False
-    max_inflight_bytes: int = 32 * 1024 * 1024
+    max_inflight_bytes: int = 16 * 1024 * 1024
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0

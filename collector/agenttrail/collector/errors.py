@@ -21,6 +21,7 @@ __all__ = [
     "SpoolError",
     "StoreError",
     "StoreLocked",
+    "StoreOutOfMemory",
     "StoreRefused",
     "StoreUnavailable",
 ]
@@ -36,6 +37,11 @@ class StoreError(AgentTrailError):
 
 class StoreRefused(StoreError):
     """ClickHouse refused the data of an insert; retrying the same data cannot succeed."""
+
+
+class StoreOutOfMemory(StoreError):
+    """ClickHouse refused a statement that would pass a memory limit (MEMORY_LIMIT_EXCEEDED):
+    the same work in smaller pieces, or later, can succeed."""
 
 
 class StoreUnavailable(StoreError):

@@ -79,6 +79,11 @@ class IngestCounters:
 
 # How often a segment the store refuses (on both paths) is tried whole before it is split.
 REFUSED_TRIES = 3
+# Spans ClickHouse writes as one part when it decodes a spool segment: an insert's memory grows
+# with its parts (bench: ~95 MiB at 8,192 spans a part, 262 MiB for a 20,000-span part).
+INSERT_BLOCK_SPANS = 8192
+# Protobuf bytes ClickHouse reads from a segment at a time (about 4,000 agent spans).
+READ_BLOCK_BYTES = 2 * 1024 * 1024
 # Retry-After for a spool that cannot be written: freeing disk space takes an operator.
 SPOOL_RETRY_AFTER_S = 10
 
@@ -97,6 +102,7 @@ class IngestPipeline:
         clickhouse_decoding: bool = True,
         limits: SpanLimits | None = None,
         refused_tries: int = REFUSED_TRIES,
+        insert_block_rows: int = INSERT_BLOCK_SPANS,
     ) -> None:
         self._store = store
         self.limits = limits or SpanLimits()
@@ -106,7 +112,14 @@ class IngestPipeline:
             "max_partitions_per_insert_block": self.limits.partitions_per_insert()
         }
         self._insert_settings = partitions
-        self._format_settings = {**format_settings(store.location), **partitions}
+        # ClickHouse reads a segment in blocks of a few MiB of protobuf and writes a part each
+        # time insert_block_rows spans have gathered: left to its defaults it squashes the whole
+        # segment into one part, and one insert of 20,000 spans then needed 262 MiB (8,192: 95).
+        blocks: dict[str, str | int] = {
+            "input_format_max_block_size_bytes": READ_BLOCK_BYTES,
+            "min_insert_block_size_rows": insert_block_rows,
+        }
+        self._format_settings = {**format_settings(store.location), **partitions, **blocks}
         self._spool = Spool(spool_dir, fsync=spool_fsync)
         self.quarantine = Quarantine(spool_dir)
         self._refused_tries = refused_tries

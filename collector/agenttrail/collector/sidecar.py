@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # the HTTP front (uvicorn, Starlette) loads in start(): read 
 
 log = logging.getLogger(__name__)
 
+# How long stop() waits for the assembler's chunk in hand before closing the stores.
+ASSEMBLER_STOP_WAIT_S = 30.0
+
 
 def ensure_writable(directory: Path, what: str, option: str) -> None:
     """Create `directory` and write a probe file in it, or raise ConfigError saying what is wrong
@@ -160,13 +163,17 @@ class Sidecar:
             ),
         )
         self.assembler = Assembler(
-            self.new_store(), quiet_period_s=config.quiet_period_s, idle_timeout_s=config.idle_timeout_s
+            self.new_store(),
+            quiet_period_s=config.quiet_period_s,
+            idle_timeout_s=config.idle_timeout_s,
+            max_query_memory=config.assembly_max_memory_bytes,
         )
         self.assembler.listeners.extend(self.on_assembled)
         self.pipeline = IngestPipeline(
             self.new_store(),
             self.spool_dir(),
             batch_max_rows=config.batch_max_spans,
+            insert_block_rows=config.insert_block_spans,
             flush_interval_s=config.flush_interval_s,
             max_queue_rows=config.max_queue_spans,
             spool_fsync=config.spool_fsync,
@@ -303,7 +310,16 @@ class Sidecar:
             self.pipeline.stop()
             self.pipeline = None
         if self.assembler is not None:
-            self.assembler.stop()
+            # Before the stores close: the assembler ends at its next chunk, which under load
+            # can take longer than a worker's usual 10 s wait. Past this wait the store closes
+            # under it and it ends quietly; its traces are assembled after the next start.
+            self.assembler.stop(timeout_s=ASSEMBLER_STOP_WAIT_S)
+            if self.assembler.alive():
+                log.warning(
+                    "the assembler did not finish its chunk within %.0f s; its traces are assembled "
+                    "after the next start",
+                    ASSEMBLER_STOP_WAIT_S,
+                )
             self.assembler = None
         for store in self._close_order():
             store.close()

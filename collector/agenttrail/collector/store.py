@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from agenttrail.collector.errors import StoreError, StoreLocked, StoreRefused, StoreUnavailable
+from agenttrail.collector.errors import (
+    StoreError,
+    StoreLocked,
+    StoreOutOfMemory,
+    StoreRefused,
+    StoreUnavailable,
+)
 
 
 def _driver_errors() -> tuple[type[Exception], type[Exception]]:
@@ -28,6 +34,14 @@ def _driver_errors() -> tuple[type[Exception], type[Exception]]:
     return DatabaseError, OperationalError
 
 
+# The embedded engine's caches, sized for a process it shares with the sidecar: ClickHouse's
+# defaults (5 GiB each for marks and primary indexes) suit a server that owns the machine.
+# Engine options, so the first client to open the engine sets them.
+EMBEDDED_ENGINE = {
+    "mark_cache_size": 128 * 1024 * 1024,
+    "index_mark_cache_size": 64 * 1024 * 1024,
+    "primary_index_cache_size": 128 * 1024 * 1024,
+}
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DATABASE = "agenttrail"
 
@@ -110,6 +124,7 @@ _DATA_ERROR_CODES = frozenset(
     {6, 26, 27, 32, 33, 38, 41, 43, 53, 69, 70, 72, 117, 128, 131, 190, 252, 321, 407, 434, 444, 469}
 )
 _ERROR_CODE = re.compile(r"Code: (\d+)")
+_MEMORY_LIMIT_EXCEEDED = 241
 
 
 def _translate(exc: Exception, location: StoreLocation) -> StoreError:
@@ -126,6 +141,8 @@ def _translate(exc: Exception, location: StoreLocation) -> StoreError:
         )
     message = f"{location.describe()} failed: {text.splitlines()[0][:500]}"
     codes = {int(code) for code in _ERROR_CODE.findall(text)}
+    if _MEMORY_LIMIT_EXCEEDED in codes:
+        return StoreOutOfMemory(message)
     if codes and codes <= _DATA_ERROR_CODES:
         return StoreRefused(message)
     return StoreError(message)
@@ -146,7 +163,7 @@ class Store:
         try:
             if location.path is not None:
                 location.path.mkdir(parents=True, exist_ok=True)
-                self._client = clickhouse_connect.get_client(dsn=location.url)
+                self._client = clickhouse_connect.get_client(dsn=location.url, chdb_options=EMBEDDED_ENGINE)
             else:
                 self._client = clickhouse_connect.get_client(dsn=location.url, connect_timeout=5)
             if create_database:
@@ -159,17 +176,33 @@ class Store:
         """A second client to the same store, for another thread."""
         return Store(self.location, create_database=False)
 
-    def command(self, sql: str, parameters: Mapping[str, Any] | None = None) -> Any:
+    def command(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        settings: Mapping[str, str | int] | None = None,
+    ) -> Any:
         try:
             with self._lock:
-                return self._client.command(sql, parameters=dict(parameters or {}))
+                return self._client.command(
+                    sql, parameters=dict(parameters or {}), settings=dict(settings or {})
+                )
         except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
 
-    def query(self, sql: str, parameters: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(
+        self,
+        sql: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        settings: Mapping[str, str | int] | None = None,
+    ) -> list[tuple[Any, ...]]:
         try:
             with self._lock:
-                result = self._client.query(sql, parameters=dict(parameters or {}))
+                result = self._client.query(
+                    sql, parameters=dict(parameters or {}), settings=dict(settings or {})
+                )
                 return [tuple(row) for row in result.result_rows]
         except (*_driver_errors(), OSError) as exc:
             raise _translate(exc, self.location) from exc
