@@ -150,9 +150,9 @@ def test_cli_audit_reads_a_saved_sets_version_from_the_store(
     from trajectory_rows import agent_run, store_runs
 
     from agenttrail.evaluators.cli.main import cli
-    from agenttrail.evaluators.composition import STORE_MIGRATIONS
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
-    migrate(store, (*STORE_MIGRATIONS, *CRITERIA_MIGRATIONS))
+    migrate(store, ALL_MIGRATIONS)
     saved = save_set(store, parse_criteria_set(SET_DOCUMENT, "t"), source="t").stored
     [run] = store_runs(store, [agent_run(start=time.time() - 60, tools=["lookup"])])
     config = tmp_path / "agenttrail.yaml"
