@@ -15,8 +15,9 @@ Decorated code works before configure() too: spans then go to the global tracer 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agenttrail.instrumentation._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from agenttrail.instrumentation import attributes
@@ -58,16 +59,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    loaded = importlib.import_module(module)
-    value = loaded if module.endswith(f".{name}") else getattr(loaded, name)
-    globals()[name] = value  # the next access skips this function
-    return value
-
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "AgentRun",

@@ -19,8 +19,9 @@ that combine judges with the deterministic metrics (`combined`). Imports scoring
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agenttrail.instrumentation._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from agenttrail.evaluators.judges.base import (
@@ -73,16 +74,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    loaded = importlib.import_module(module)
-    value = loaded if module.endswith(f".{name}") else getattr(loaded, name)
-    globals()[name] = value  # the next access skips this function
-    return value
-
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 __all__ = [
     "JUDGE_TYPES",
