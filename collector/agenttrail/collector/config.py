@@ -3,9 +3,11 @@
 Each setting is one row of SETTINGS (settings.py: its type, default, help, env var); the
 loader resolves every one as flag > environment variable > config file (YAML) > default, and
 keeps where each value came from. The evaluators' sections are handed to the loader by the
-composition root (`sections`): it checks their keys and values with their tables and parsers,
-and refuses a top-level section nobody owns. A bad value raises ConfigError naming the key,
-the section, where it came from (flag, env var, file) and what is accepted.
+composition root (`sections`): `resolve_section` resolves each of their scalars env
+(AGENTTRAIL_<SECTION>_<KEY>) > file > default and checks keys and values with their tables,
+`check_section` runs their parsers; the loader refuses a top-level section nobody owns. A bad
+value raises ConfigError naming the key, the section, where it came from (flag, env var, file)
+and what is accepted.
 
 Where to add a setting: a row in SETTINGS and a field in SidecarConfig (the module refuses to
 import if they differ); `serve` gets the flag, `config show` the row, with nothing else to do.
@@ -222,9 +224,9 @@ def load_settings(
 ) -> Settings:
     """Every setting resolved: flag (`arguments`, None meaning unset) > `environ` > the file's
     key > default. `sections`: the other sections there are (None: unknown, so other top-level
-    keys are not checked); each one in the file gets its keys checked against its table, and,
-    with `check_sections`, its own parser run over it (serve and `config show` do; read
-    commands do not load the evaluators' parsers)."""
+    keys are not checked); each one is resolved env > file > default (resolve_section) and,
+    with `check_sections`, has its own parser run over it where the file or the environment
+    sets it (serve and `config show` do; read commands do not load the evaluators' parsers)."""
     environ = os.environ if environ is None else environ
     others = [section for section in sections or () if section.name != COLLECTOR.name]
     skipped = {section.name for section in others} | set(skip_sections)

@@ -9,8 +9,9 @@ theirs to the loader (`Wiring.config_sections`), so the collector knows them wit
 the evaluators. A section's own parser (`Section.check`) stays the judge of what the table
 cannot say (rules, lists of judges, values that depend on each other).
 
-Precedence for one setting: flag > environment > config file > default; each resolved value
-keeps its source (`agenttrail config show`). Stdlib only: the CLI imports this at start.
+Precedence for one setting: flag > environment > config file > default (the evaluators'
+sections have no flag, and their lists and mappings no env var); each resolved value keeps its
+source (`agenttrail config show`). Stdlib only: the CLI imports this at start.
 """
 
 from __future__ import annotations
