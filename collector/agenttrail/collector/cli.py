@@ -38,7 +38,7 @@ from agenttrail.collector.config import SETTINGS, SidecarConfig, load_settings
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreLocked, StoreUnavailable
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
-from agenttrail.collector.schema import MIGRATIONS, MIGRATIONS_TABLE, Migration, Retention, migrate
+from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, migrate
 from agenttrail.collector.settings import Kind, Section, Setting
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.collector.store_lock import read_lock_holder
@@ -535,12 +535,17 @@ def trajectories(
     server: str | None,
 ) -> None:
     """List agent runs with their tool calls, newest first."""
+    from agenttrail.collector.service import trajectories_read
+
     config = config_from({"store": store, "database": database}, config_file)
     trace_id = resolve_trace_id(config, server, trace_id)
-    where = run_filter(since, until, agent, task, trace_id, limit)
-    runs = read_rows(
-        config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
-    )
+    try:
+        read = trajectories_read(
+            since=since, until=until, agent=agent, task=task, trace_id=trace_id, limit=limit
+        )
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    runs = read_rows(config, server, read.route, read.params, read.local)
     emit_rows(
         runs,
         output_format,
@@ -562,18 +567,15 @@ def trajectories(
 
 
 def _quarantine(options: dict[str, Any], config_file: str | None, spool_dir: str | None) -> Any:
-    from pathlib import Path
+    from agenttrail.collector.service import open_quarantine
 
-    from agenttrail.collector.quarantine import Quarantine
-    from agenttrail.collector.sidecar import Sidecar
-
+    config = None
     if spool_dir is None:
         config = config_from({key: value for key, value in options.items() if value is not None}, config_file)
-        try:
-            spool_dir = str(Sidecar(config).spool_dir())
-        except AgentTrailError as exc:
-            raise click.ClickException(str(exc)) from exc
-    return Quarantine(Path(spool_dir))
+    try:
+        return open_quarantine(spool_dir, config)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def _spool_dir_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -623,29 +625,22 @@ def spool_list(config_file: str | None, spool_dir: str | None, fmt: str, **optio
 @click.argument("entry_id")
 def spool_show(config_file: str | None, spool_dir: str | None, entry_id: str, **options: Any) -> None:
     """Show one quarantined entry: why, and the spans it holds."""
-    from agenttrail.collector.otlp_decode import OtlpDecodeError, parse_protobuf
-    from agenttrail.collector.spool import Spool
+    from agenttrail.collector.service import describe_entry
 
     quarantine = _quarantine(options, config_file, spool_dir)
     try:
-        path = quarantine.path(entry_id)
-    except KeyError as exc:
-        raise click.ClickException(str(exc.args[0])) from exc
-    [entry] = [item for item in quarantine.entries() if item.id == entry_id]
-    click.echo(json.dumps(entry.to_dict(), indent=1))
-    for index, record in enumerate(Spool.read(path)):
-        try:
-            request = parse_protobuf(record)
-        except OtlpDecodeError as exc:
-            click.echo(f"record {index}: {len(record)} bytes, undecodable: {exc}")
-            continue
-        for resource_spans in request.resource_spans:
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    click.echo(
-                        f"record {index}: trace {span.trace_id.hex()} span {span.span_id.hex()} "
-                        f"{span.name[:60]!r} start {span.start_time_unix_nano} end {span.end_time_unix_nano}"
-                    )
+        detail = describe_entry(quarantine, entry_id)
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(json.dumps(detail.entry.to_dict(), indent=1))
+    for record in detail.records:
+        if record.undecodable is not None:
+            click.echo(f"record {record.index}: {record.bytes} bytes, undecodable: {record.undecodable}")
+        for span in record.spans:
+            click.echo(
+                f"record {record.index}: trace {span.trace_id} span {span.span_id} "
+                f"{span.name[:60]!r} start {span.start_ns} end {span.end_ns}"
+            )
 
 
 @spool.command("requeue")
@@ -662,16 +657,20 @@ def spool_requeue(
 ) -> None:
     """Put quarantined entries back into the spool once their cause is fixed: a running `serve`
     stores them within a second, otherwise the next start does."""
+    from agenttrail.collector.service import CommandUsageError, requeue_entries
+
     quarantine = _quarantine(options, config_file, spool_dir)
-    ids = [entry.id for entry in quarantine.entries()] if requeue_all else list(entry_ids)
-    if not ids:
-        raise click.UsageError("give entry ids (see `agenttrail spool list`) or --all")
-    for entry_id in ids:
-        try:
-            target = quarantine.requeue(entry_id)
-        except KeyError as exc:
-            raise click.ClickException(str(exc.args[0])) from exc
-        click.echo(f"re-queued {entry_id} as {target.name}")
+    try:
+        requeue_entries(
+            quarantine,
+            entry_ids,
+            every=requeue_all,
+            done=lambda entry_id, segment: click.echo(f"re-queued {entry_id} as {segment.name}"),
+        )
+    except CommandUsageError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except AgentTrailError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def trajectory_summary(calls: Sequence[dict[str, Any]], width: int = 70) -> str:
@@ -701,25 +700,23 @@ def schema(cluster: str | None, replicas_only: bool, database: str | None, confi
     Run the cluster DDL (clickhouse client --multiquery) before the sidecars start; they find the
     migrations recorded and keep to the same SQL.
     """
-    from agenttrail.collector.cluster_ddl import cluster_ddl
+    from agenttrail.collector.service import CommandUsageError, schema_statements
 
     config = config_from({"database": database}, config_file)
-    migrations = current_wiring().schema_migrations
     retention = Retention(
         config.retention_spans_days, config.retention_trajectories_days, config.retention_scores_days
     )
-    if replicas_only and not cluster:
-        raise click.UsageError("--replicas-only needs --cluster NAME")
     try:
-        if cluster:
-            statements = cluster_ddl(
-                migrations, cluster, config.database, retention, distributed=not replicas_only
-            )
-        else:
-            statements = [MIGRATIONS_TABLE]
-            for migration in sorted(migrations, key=lambda m: m.version):
-                statements += [s for s in migration.statements if s not in statements]
-    except ValueError as exc:
+        statements = schema_statements(
+            current_wiring().schema_migrations,
+            config.database,
+            retention,
+            cluster=cluster,
+            replicas_only=replicas_only,
+        )
+    except CommandUsageError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(";\n\n".join(statement.strip() for statement in statements) + ";")
 
@@ -747,17 +744,9 @@ def config_show(config_file: str | None, output_format: str, **options: Any) -> 
     """Print every setting of every section as `serve` would run with these options: its value
     (secrets masked) and its source (flag, env VAR, file PATH or default). Checks the file as
     `serve` does: an unknown key or a bad value is an error naming it."""
-    settings = settings_from(options, config_file, check_sections=True)
-    rows = [
-        {
-            "section": item.section,
-            "key": item.name,
-            "value": item.shown(),
-            "type": item.setting.kind.type_name if item.setting else type(item.value).__name__,
-            "source": item.source,
-        }
-        for item in settings.resolved
-    ]
+    from agenttrail.collector.service import settings_rows
+
+    rows = settings_rows(settings_from(options, config_file, check_sections=True))
     if output_format == "json":
         for row in rows:
             click.echo(json.dumps(row, ensure_ascii=False, default=str))

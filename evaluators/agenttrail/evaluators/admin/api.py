@@ -42,7 +42,7 @@ from agenttrail.collector.errors import AgentTrailError, ConfigError
 from agenttrail.collector.queries import QueryError, TrajectoryFilter
 from agenttrail.evaluators.admin.backfill_jobs import BackfillBusy, BackfillJob, BackfillJobs
 from agenttrail.evaluators.routes import ADMIN_PREFIX, REFERENCES_ROUTE
-from agenttrail.evaluators.scoring.reference_store import latest_references, store_reference_set
+from agenttrail.evaluators.scoring.reference_store import reference_rows, store_reference_set
 from agenttrail.evaluators.scoring.references import ReferenceSetError, parse_reference_set
 
 if TYPE_CHECKING:
@@ -52,20 +52,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-
-
-def reference_rows(store: Store) -> list[dict[str, Any]]:
-    """Every task's current reference with its version: `references list --format json`."""
-    return [
-        {
-            "task": task,
-            "version": stored.version,
-            "content_hash": stored.content_hash,
-            "source": stored.source,
-            **stored.entry.to_json(),
-        }
-        for task, stored in latest_references(store).items()
-    ]
 
 
 def _message(text: str, status_code: int) -> JSONResponse:

@@ -1,4 +1,5 @@
-"""`agenttrail alerts`: active and past alerts, their history, and `alerts test RULE` (a replay).
+"""`agenttrail alerts`: active and past alerts, their history, and `alerts test RULE` (a replay);
+what each reads is `monitoring/alerts/service.py`'s.
 
 The group is added to `agenttrail` lazily by agenttrail.evaluators.cli.main. While `serve` holds
 the embedded store, every subcommand asks the sidecar's read API (`/api/v1/alerts`, `/history`, `/test`);
@@ -7,24 +8,12 @@ the embedded store, every subcommand asks the sidecar's read API (`/api/v1/alert
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import click
 
 from agenttrail.collector.cli import cli_error, emit_rows, store_options
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.queries import parse_time
-from agenttrail.collector.store import Store
+from agenttrail.collector.queries import QueryError
 from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, usage_errors
-from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
-from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
-from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
-
-
-def _filter(show_all: bool, since: str | None, rule: str | None, limit: int) -> AlertFilter:
-    with usage_errors("--since"):
-        return AlertFilter(show_all, parse_time(since) if since else None, rule, None, limit)
 
 
 def _labels(labels: dict[str, str]) -> str:
@@ -59,16 +48,11 @@ def alerts(
     """Pending and firing alerts (with --all, resolved ones too): state, since, value, rule, group."""
     if ctx.invoked_subcommand is not None:
         return
-    where = _filter(show_all, since, rule, limit)
-    rows = read_rows(
-        store,
-        database,
-        config_file,
-        server,
-        "/api/v1/alerts",
-        where.to_params(),
-        lambda source: query_alerts(source, where),
-    )
+    from agenttrail.evaluators.monitoring.alerts.service import alerts_read
+
+    with usage_errors("--since"):
+        read = alerts_read(show_all=show_all, since=since, rule=rule, limit=limit)
+    rows = read_rows(store, database, config_file, server, read)
     emit_rows(
         rows,
         output_format,
@@ -105,16 +89,11 @@ def alerts_history(
     server: str | None,
 ) -> None:
     """Transitions, notifications and every delivery attempt with its outcome, newest first."""
-    where = _filter(True, since, rule, limit)
-    rows = read_rows(
-        store,
-        database,
-        config_file,
-        server,
-        "/api/v1/alerts/history",
-        where.to_params(),
-        lambda source: query_history(source, where),
-    )
+    from agenttrail.evaluators.monitoring.alerts.service import history_read
+
+    with usage_errors("--since"):
+        read = history_read(since=since, rule=rule, limit=limit)
+    rows = read_rows(store, database, config_file, server, read)
     emit_rows(
         rows,
         output_format,
@@ -154,24 +133,15 @@ def alerts_test(
     server: str | None,
 ) -> None:
     """Replay RULE over past data: when it would have gone pending, firing and resolved (nothing is sent)."""
-    params = {"rule": rule, "since": since, "step": step}
-    if until:
-        params["until"] = until
-    with usage_errors():
-        window = ReplayWindow.from_params(params, time.time())
+    from agenttrail.evaluators.monitoring.alerts.service import replay_read, summarise_replay
+
     try:
-        alerts_config = AlertsConfig.from_file(config_file)
+        read = replay_read(rule, config_file, since=since, until=until, step=step)
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
-
-    def local(source: Store) -> list[dict[str, Any]]:
-        try:
-            chosen = alerts_config.rule(rule)
-        except AgentTrailError as exc:  # a RULE that names no configured rule: a usage error
-            raise click.BadParameter(str(exc), param_hint="RULE") from exc
-        return replay(source, chosen, window)
-
-    events = read_rows(store, database, config_file, server, "/api/v1/alerts/test", params, local)
+    events = read_rows(store, database, config_file, server, read)
     emit_rows(
         events,
         output_format,
@@ -188,10 +158,9 @@ def alerts_test(
         ),
     )
     if output_format == "table":
-        fired = sum(1 for event in events if event["to"] == "firing" and event["from"] != "firing")
-        groups = len({event["fingerprint"] for event in events})
+        summary = summarise_replay(events)
         click.echo(
-            f"rule {rule} would have fired {fired} time(s) in {groups} group(s); "
+            f"rule {rule} would have fired {summary.fired} time(s) in {summary.groups} group(s); "
             "replayed without notifying anyone",
             err=True,
         )

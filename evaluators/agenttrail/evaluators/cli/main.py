@@ -12,13 +12,11 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Any
 
 import click
 
 from agenttrail.collector.cli import (
     BadInput,
-    SidecarApi,
     Wiring,
     cli_error,
     config_from,
@@ -27,13 +25,12 @@ from agenttrail.collector.cli import (
     read_rows,
     read_via,
     resolve_trace_id,
-    run_filter,
     run_filter_options,
     store_options,
 )
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.schema import migrate
-from agenttrail.collector.store import Store, parse_store
+from agenttrail.collector.queries import QueryError
+from agenttrail.collector.store import parse_store
 from agenttrail.evaluators import composition, config_sections
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
@@ -106,30 +103,20 @@ def references_load(file: str, store: str | None, database: str | None, config_f
     """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task.
 
     While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references)."""
-    from agenttrail.evaluators.routes import ADMIN_PREFIX
-    from agenttrail.evaluators.scoring.reference_store import store_reference_set
-    from agenttrail.evaluators.scoring.references import ReferenceSetError, load_reference_set
+    from agenttrail.evaluators.scoring.references import ReferenceSetError
+    from agenttrail.evaluators.scoring.service import load_references
 
+    config = config_from({"store": store, "database": database}, config_file)
     try:
-        reference_set = load_reference_set(file)
+        loaded = load_references(file, lambda: read_via(config, None), ALL_MIGRATIONS)
     except ReferenceSetError as exc:
         raise BadInput(str(exc)) from exc
-    config = config_from({"store": store, "database": database}, config_file)
-    source = read_via(config, None)
-    if isinstance(source, SidecarApi):
-        entries = [reference_set.entries[task].to_json() for task in sorted(reference_set.entries)]
-        answer = source.post_json(f"{ADMIN_PREFIX}/references", {"source": file, "entries": entries})
-        counts = [len(answer.get(key, [])) for key in ("added", "updated", "unchanged")]
-    else:
-        try:
-            migrate(source, ALL_MIGRATIONS)
-            result = store_reference_set(source, reference_set, source=file)
-        except AgentTrailError as exc:
-            raise cli_error(exc) from exc
-        finally:
-            source.close()
-        counts = [len(result.added), len(result.updated), len(result.unchanged)]
-    click.echo(f"{counts[0]} added, {counts[1]} updated (new version), {counts[2]} unchanged")
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    click.echo(
+        f"{len(loaded.added)} added, {len(loaded.updated)} updated (new version), "
+        f"{len(loaded.unchanged)} unchanged"
+    )
 
 
 @references.command("list")
@@ -139,15 +126,11 @@ def references_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str
 ) -> None:
     """The current reference of every task (through `serve` while it holds the store)."""
-    from agenttrail.evaluators.routes import REFERENCES_ROUTE
-
-    def local(source: Store) -> list[dict[str, Any]]:
-        from agenttrail.evaluators.admin.api import reference_rows  # Starlette: only when needed
-
-        return reference_rows(source)
+    from agenttrail.evaluators.scoring.service import references_read
 
     config = config_from({"store": store, "database": database}, config_file)
-    rows = read_rows(config, None, REFERENCES_ROUTE, {}, local, ALL_MIGRATIONS)
+    read = references_read()
+    rows = read_rows(config, None, read.route, read.params, read.local, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,
@@ -182,19 +165,17 @@ def scores(
     server: str | None,
 ) -> None:
     """Evaluation scores per run and metric, newest runs first."""
-    from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
+    from agenttrail.evaluators.scoring.service import scores_read
 
     config = config_from({"store": store, "database": database}, config_file)
     trace_id = resolve_trace_id(config, server, trace_id)
-    where = ScoreFilter(run_filter(since, until, agent, task, trace_id, limit), metric)
-    rows = read_rows(
-        config,
-        server,
-        "/api/v1/scores",
-        where.to_params(),
-        lambda s: query_scores(s, where),
-        ALL_MIGRATIONS,
-    )
+    try:
+        read = scores_read(
+            since=since, until=until, agent=agent, task=task, trace_id=trace_id, metric=metric, limit=limit
+        )
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    rows = read_rows(config, server, read.route, read.params, read.local, ALL_MIGRATIONS)
     emit_rows(
         rows,
         output_format,
@@ -216,27 +197,19 @@ def scores(
 @store_options
 def worker(store: str | None, database: str | None, config_file: str | None) -> None:
     """Run the evaluator alone against a ClickHouse server that collectors write to."""
-    from agenttrail.evaluators.scoring.worker import EvaluatorWorker
+    from agenttrail.evaluators.scoring.service import start_worker
 
     config = config_from({"store": store, "database": database}, config_file)
-    location = parse_store(config.store, config.database)
-    if location.embedded:
-        raise click.ClickException(
-            "`agenttrail worker` runs beside collectors on a ClickHouse server (--store http(s)://...); "
-            "with the embedded store, `agenttrail serve` already runs the evaluator"
-        )
     try:
         evaluator_config = config_sections.load_evaluators(config_file)  # env over the file
-        first = Store(location)
-        migrate(first, ALL_MIGRATIONS)
-        evaluator = EvaluatorWorker(first.clone, evaluator_config)
-        evaluator.start()
+        evaluator = start_worker(config, evaluator_config, ALL_MIGRATIONS)
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    click.echo(f"agenttrail evaluator {evaluator.version} scoring runs in {location.describe()}", err=True)
+    location = parse_store(config.store, config.database).describe()
+    click.echo(f"agenttrail evaluator {evaluator.version} scoring runs in {location}", err=True)
     while not stop.wait(1.0):
         if not evaluator.alive():
             click.echo("the evaluator stopped unexpectedly", err=True)

@@ -1,6 +1,7 @@
 """`agenttrail mcp`: the MCP tools over stdio for a coding assistant (Claude Code, Cursor, ...).
 
-The `mcp` SDK loads inside the command, never when the CLI starts.
+The `mcp` SDK loads inside the command, never when the CLI starts; what the command prepares is
+`mcp_server/service.py`'s.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ import click
 
 from agenttrail.collector.cli import SidecarApi, cli_error, config_from, read_via, store_options
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.collector.schema import migrate
-from agenttrail.collector.store import Store
 
 
 @click.command("mcp")
@@ -19,24 +18,16 @@ from agenttrail.collector.store import Store
 def mcp_command(store: str | None, database: str | None, config_file: str | None, server: str | None) -> None:
     """Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio."""
     from agenttrail.evaluators.composition import ALL_MIGRATIONS
-    from agenttrail.evaluators.mcp_server.http import PREFIX
+    from agenttrail.evaluators.mcp_server.service import relay_url, stdio_session
     from agenttrail.evaluators.mcp_server.stdio import serve_relay, serve_store
-    from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
     config = config_from({"store": store, "database": database}, config_file)
     source = read_via(config, server)
     if isinstance(source, SidecarApi):
-        serve_relay(f"{source.base_url}{PREFIX}/", source.token)
+        serve_relay(relay_url(source), source.token)
         return
     try:
-        migrate(source, ALL_MIGRATIONS)  # a store no sidecar has run yet still has every table
-        metrics = EvaluatorConfig.from_file(config_file).metrics
+        session = stdio_session(source, config_file, ALL_MIGRATIONS)
     except AgentTrailError as exc:
-        source.close()
         raise cli_error(exc) from exc
-    opened = [source]
-
-    def open_store() -> Store:
-        return opened.pop() if opened else source.clone()
-
-    serve_store(open_store, metrics)
+    serve_store(session.open_store, session.metrics)

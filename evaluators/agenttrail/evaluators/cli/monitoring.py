@@ -4,14 +4,15 @@ are monitoring/install.py's). scipy loads only where drift is computed here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from agenttrail.collector.cli import cli_error, emit_rows, store_options
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
-from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, time_range, usage_errors
+from agenttrail.collector.queries import QueryError
+from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, usage_errors
 from agenttrail.evaluators.monitoring.display import (
     STATUS_MARKS,
     drift_summary,
@@ -19,11 +20,7 @@ from agenttrail.evaluators.monitoring.display import (
     format_p,
     format_value,
 )
-from agenttrail.evaluators.monitoring.install import with_overrides
-from agenttrail.evaluators.monitoring.stats import GROUPS, StatsQuery, parse_bucket, query_stats, split_list
-
-if TYPE_CHECKING:
-    pass
+from agenttrail.evaluators.monitoring.stats import GROUPS
 
 
 @click.command()
@@ -54,26 +51,13 @@ def stats(
     server: str | None,
 ) -> None:
     """Per agent and time bucket: runs, failure rate, latency percentiles, tool errors, tokens, scores."""
+    from agenttrail.evaluators.monitoring.service import stats_read
+
     with usage_errors():
-        start, end = time_range(since, until)
-        query = StatsQuery(
-            since=start,
-            until=end,
-            bucket_s=parse_bucket(bucket, what="--bucket"),
-            agent=agent,
-            task=task,
-            by=split_list(by),
-            metrics=split_list(",".join(metric)),
+        query, read = stats_read(
+            since=since, until=until, agent=agent, task=task, bucket=bucket, by=by, metrics=metric
         )
-    rows = read_rows(
-        store,
-        database,
-        config_file,
-        server,
-        "/api/v1/stats",
-        query.to_params(),
-        lambda source: query_stats(source, query),
-    )
+    rows = read_rows(store, database, config_file, server, read)
     emit_rows(
         rows,
         output_format,
@@ -181,49 +165,36 @@ def drift(
     server: str | None,
 ) -> None:
     """Compare each agent's recent window with a baseline, metric by metric, and call drift."""
-    from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
-    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
+    from agenttrail.evaluators.monitoring.service import drift_read
 
-    params = {
-        key: value
-        for key, value in {
-            "recent": recent,
-            "baseline": rolling,
-            "baseline_from": baseline_from,
-            "baseline_to": baseline_to,
-            "baseline_version": baseline_version,
-            "agent": agent,
-            "task": task,
-            "metric": ",".join(metric),
-            "now": now,
-        }.items()
-        if value
-    }
-    with usage_errors():
-        query = DriftQuery.from_params(params)
     try:
-        configured = DriftConfig.from_file(config_file).settings
+        read = drift_read(
+            config_file,
+            recent=recent,
+            baseline=rolling,
+            baseline_from=baseline_from,
+            baseline_to=baseline_to,
+            baseline_version=baseline_version,
+            agent=agent,
+            task=task,
+            metrics=metric,
+            now=now,
+            min_samples=min_samples,
+            alpha=alpha,
+        )
+    except QueryError as exc:
+        raise click.BadParameter(str(exc)) from exc
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
-    with usage_errors():
-        settings = with_overrides(configured, min_samples, alpha)
-    overrides = {k: str(v) for k, v in {"min_samples": min_samples, "alpha": alpha}.items() if v is not None}
-    rows = read_rows(
-        store,
-        database,
-        config_file,
-        server,
-        "/api/v1/drift",
-        {**query.to_params(), **overrides},
-        lambda source: [r.to_json() for r in analyse_drift(source, query, settings)],
-    )
+    rows = read_rows(store, database, config_file, server, read)
+    from agenttrail.evaluators.monitoring.service import drift_first
+
     if output_format == "table":
         click.echo(drift_summary(rows))  # first: the answer before the detail
         if not rows:
             return
-    order = {"drift": 0, "no_drift": 1}
     emit_rows(
-        sorted(rows, key=lambda r: order.get(r["status"], 2)) if output_format == "table" else rows,
+        drift_first(rows) if output_format == "table" else rows,
         output_format,
         empty="",
         headers=["", "agent", "metric", "test", "p", "p adj", "effect", "n base/recent", "base -> recent"],

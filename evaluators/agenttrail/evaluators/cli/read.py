@@ -1,5 +1,6 @@
 """What the monitoring read commands (`stats`, `drift`, `alerts`, `report`) share: their
-`--format`/`--server` options, the time range and usage errors, and one way to read.
+`--format`/`--server` options, usage errors, and one way to make the read their service
+describes (`collector.reads.ReadRequest`).
 
 `read_rows` asks the running sidecar's route while it holds the embedded store (or `--server`),
 else computes the rows on the store itself after migrating it to every table the sidecar has
@@ -8,17 +9,16 @@ else computes the rows on the store itself after migrating it to every table the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import click
 
 from agenttrail.collector.cli import config_from
 from agenttrail.collector.cli import read_rows as collector_read_rows
-from agenttrail.collector.queries import QueryError, parse_time
-from agenttrail.collector.store import Store
+from agenttrail.collector.queries import QueryError
+from agenttrail.collector.reads import ReadRequest
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 format_option = click.option(
@@ -30,23 +30,12 @@ server_option = click.option(
 
 
 def read_rows(
-    store: str | None,
-    database: str | None,
-    config_file: str | None,
-    server: str | None,
-    route: str,
-    params: dict[str, str],
-    local: Callable[[Store], list[dict[str, Any]]],
+    store: str | None, database: str | None, config_file: str | None, server: str | None, read: ReadRequest
 ) -> list[dict[str, Any]]:
-    """Rows from the running sidecar's route, or computed on the store when nothing holds it."""
+    """The rows a service's `read` describes: from the running sidecar's route, or computed on
+    the store when nothing holds it."""
     config = config_from({"store": store, "database": database}, config_file)
-    return collector_read_rows(config, server, route, params, local, ALL_MIGRATIONS)
-
-
-def time_range(since: str, until: str | None) -> tuple[datetime, datetime]:
-    """--since/--until (ISO 8601 or a duration back), both against the same now; until defaults to now."""
-    now = datetime.now(UTC)
-    return parse_time(since, now=now), parse_time(until, now=now) if until else now
+    return collector_read_rows(config, server, read.route, read.params, read.local, ALL_MIGRATIONS)
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""`agenttrail report`: write the monitoring report (HTML with embedded plots, or PNGs).
+"""`agenttrail report`: write the monitoring report (HTML with embedded plots, or PNGs); what it
+reads and writes is `monitoring/service.py`'s.
 
 Reads through the running sidecar's `/api/v1/report` while `serve` holds the embedded store (or
 from `--server`), else from the store itself, as the other read commands do.
@@ -11,21 +12,7 @@ from pathlib import Path
 import click
 
 from agenttrail.collector.cli import store_options
-from agenttrail.evaluators.cli.read import read_rows, server_option, time_range, usage_errors
-from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, report_rows
-from agenttrail.evaluators.monitoring.stats import parse_bucket
-
-
-def _query(since: str, until: str | None, agent: str | None, bucket: str | None, worst: int) -> ReportQuery:
-    with usage_errors():
-        start, end = time_range(since, until)
-        return ReportQuery(
-            since=start,
-            until=end,
-            agent=agent,
-            bucket_s=parse_bucket(bucket) if bucket else None,
-            worst=worst,
-        )
+from agenttrail.evaluators.cli.read import read_rows, server_option, usage_errors
 
 
 @click.command("report")
@@ -73,18 +60,16 @@ def report_command(
 ) -> None:
     """Per agent: runs, failure rate, latency percentiles and evaluation scores over time, with
     drift points and alert periods marked, and the worst runs with their trajectories."""
-    from agenttrail.evaluators.monitoring.report import REPORT_ROUTE, write_report  # matplotlib
+    from agenttrail.evaluators.monitoring.service import report_read, write_monitoring_report
 
-    query = _query(since, until, agent, bucket, worst)
-    rows = read_rows(
-        store, database, config_file, server, REPORT_ROUTE, query.to_params(), lambda s: report_rows(s, query)
-    )
-    report = Report.from_rows(rows)
-    target = out or Path("agenttrail-report" + (".html" if output_format == "html" else ""))
-    if not report.agents:
+    with usage_errors():
+        query, read = report_read(since=since, until=until, agent=agent, bucket=bucket, worst=worst)
+    rows = read_rows(store, database, config_file, server, read)
+    written = write_monitoring_report(query, rows, output_format, out)
+    if not written.agents:
         click.echo(
-            f"no agent runs between {query.since:%Y-%m-%d %H:%M} and {query.until:%Y-%m-%d %H:%M} UTC",
+            f"no agent runs between {written.since:%Y-%m-%d %H:%M} and {written.until:%Y-%m-%d %H:%M} UTC",
             err=True,
         )
-    for path in write_report(report, output_format, target):
+    for path in written.paths:
         click.echo(f"wrote {path}")

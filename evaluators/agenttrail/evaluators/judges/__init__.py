@@ -14,7 +14,8 @@ The wing owns the judge kinds and their shared client (`base`, `client`, `budget
 `prompt_judge`, `render`, `validation`, the type catalogue `registry`), criteria-based judging
 (`criteria/`), the online judges in the sidecar (`config` parses the `judges:` section,
 `setup` installs them, `worker` samples runs and `runs` reads and stores them) and the scores
-that combine judges with the deterministic metrics (`combined`). Imports scoring and metrics.
+that combine judges with the deterministic metrics (`combined`); `service` is what `agenttrail
+audit` and `judges list|reload` do. Imports scoring and metrics.
 """
 
 from __future__ import annotations

@@ -1,1 +1,4 @@
-"""Monitoring: metrics over time, drift detection, alerts and exports over stored runs."""
+"""Monitoring: metrics over time, drift detection, alerts and exports over stored runs.
+
+`service` (and `alerts.service`) is what `agenttrail stats`, `drift`, `report` (and `alerts`) do.
+"""

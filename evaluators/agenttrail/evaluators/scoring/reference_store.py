@@ -43,6 +43,20 @@ def latest_references(store: Store) -> dict[str, StoredReference]:
     return result
 
 
+def reference_rows(store: Store) -> list[dict[str, Any]]:
+    """Every task's current reference with its version: `references list --format json`."""
+    return [
+        {
+            "task": task,
+            "version": stored.version,
+            "content_hash": stored.content_hash,
+            "source": stored.source,
+            **stored.entry.to_json(),
+        }
+        for task, stored in latest_references(store).items()
+    ]
+
+
 def store_reference_set(store: Store, reference_set: ReferenceSet, *, source: str) -> LoadResult:
     """Add a version for every task whose reference differs from the stored one; loading the
     same file twice adds nothing."""

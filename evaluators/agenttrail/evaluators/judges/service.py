@@ -1,0 +1,117 @@
+"""What `agenttrail audit` and `agenttrail judges list|reload` do, as functions tests and other
+callers use without click: a run's decisions on a store, the judges of a config file (built as
+serve builds them at start), and a reload of the running sidecar's judges.
+
+Errors are the project's: ConfigError for a config file that cannot be used (the CLI's exit 3),
+`JudgesUsageError` for options that cannot work (exit 2). Where the answer comes from (the
+sidecar holding the store or the store itself) is the caller's choice: it passes the sidecar's
+API or None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agenttrail.collector.errors import AgentTrailError
+
+if TYPE_CHECKING:
+    from agenttrail.collector.cli import SidecarApi
+    from agenttrail.collector.store import Store
+    from agenttrail.evaluators.judges.config import JudgeSpec
+
+
+class JudgesUsageError(AgentTrailError, ValueError):
+    """A judges command given options that cannot work (no config file where one is needed)."""
+
+
+def audit_decisions(store: Store, trace_id: str, config_file: str | None) -> list[dict[str, Any]]:
+    """Every evaluator's decision on the run `trace_id` in `store`: the deterministic evaluator
+    and each judge `config_file` configures (a saved criteria set's version read from `store`)."""
+    from agenttrail.evaluators.judges.config import JudgesConfig
+    from agenttrail.evaluators.judges.registry import ClientPool
+    from agenttrail.evaluators.judges.setup import audit_subjects, build_online_judges
+    from agenttrail.evaluators.scoring.audit import audit_run
+    from agenttrail.evaluators.scoring.worker import EvaluatorConfig
+
+    evaluator = EvaluatorConfig.from_file(config_file)
+    judges = JudgesConfig.from_file(config_file)
+    pool = ClientPool(store_factory=lambda: store)
+    subjects = audit_subjects(evaluator, judges, build_online_judges(judges, pool))
+    return audit_run(store, trace_id, subjects, lookback_s=evaluator.lookback_s)
+
+
+def configured_judges(config_file: str | None) -> list[dict[str, Any]]:
+    """The config file's judges in file order, each built as serve builds them at start (so a
+    judge serve would refuse is a ConfigError here too), as `judges list --format json` rows."""
+    from agenttrail.evaluators.judges.config import JudgesConfig
+    from agenttrail.evaluators.judges.setup import build_online_judges, judge_rows
+
+    config = JudgesConfig.from_file(config_file)
+    return judge_rows(config, build_online_judges(config))
+
+
+def list_judges(api: SidecarApi | None, config_file: str | None) -> list[dict[str, Any]]:
+    """The judges in force in the running sidecar (`api`), else the config file's."""
+    from agenttrail.evaluators.routes import JUDGES_ROUTE
+
+    return api.get_lines(JUDGES_ROUTE, {}) if api is not None else configured_judges(config_file)
+
+
+@dataclass(frozen=True, slots=True)
+class JudgesChecked:
+    """No sidecar to reload: the config file's judges, checked as serve checks them at start."""
+
+    config_file: str
+    judges: list[dict[str, Any]]
+
+    @property
+    def enabled(self) -> list[str]:
+        return [row["name"] for row in self.judges if row["enabled"]]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgesReloaded:
+    """What the running sidecar's reload changed, by judge name; `other_file` when the sidecar
+    reads another config file than the one the caller gave."""
+
+    config_file: str
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+    unchanged: list[str]
+    other_file: bool
+
+
+def reload_judges(api: SidecarApi | None, config_file: str | None) -> JudgesReloaded | JudgesChecked:
+    """Make the running sidecar take its config file's judges section again (as SIGHUP does);
+    with no sidecar (`api` None), check `config_file`'s section as serve does when it starts."""
+    if api is None:
+        if not config_file:
+            raise JudgesUsageError(
+                "no sidecar is running to reload; pass --config FILE to check a judges section"
+            )
+        return JudgesChecked(config_file, configured_judges(config_file))
+    from agenttrail.evaluators.routes import ADMIN_PREFIX
+
+    answer = api.post_json(f"{ADMIN_PREFIX}/judges/reload", {})
+    other = bool(config_file) and Path(str(config_file)).resolve() != Path(answer["config_file"])
+    return JudgesReloaded(
+        answer["config_file"],
+        added=list(answer["added"]),
+        changed=list(answer["changed"]),
+        removed=list(answer["removed"]),
+        unchanged=list(answer["unchanged"]),
+        other_file=other,
+    )
+
+
+def judge_spec(config_file: str | None, name: str) -> JudgeSpec:
+    """The judge `name` as `config_file` defines it (what backfill runs); ConfigError if the file
+    defines none by that name, `JudgesUsageError` without a file."""
+    from agenttrail.evaluators.judges.config import JudgesConfig
+
+    if not config_file:
+        raise JudgesUsageError("backfill needs the config file that defines the judge: pass --config")
+    return JudgesConfig.from_file(config_file).get(name)

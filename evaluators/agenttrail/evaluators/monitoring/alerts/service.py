@@ -1,0 +1,87 @@
+"""What `agenttrail alerts`, `alerts history` and `alerts test RULE` do, as functions tests and
+other callers use without click: check the user's values (QueryError names the one that cannot
+be read), read the config file's rules (ConfigError), and describe each read (`ReadRequest`: the
+sidecar route with its parameters, and the same rows computed on a store) for the caller to make
+wherever the data is. While a sidecar holds the store, `alerts test` replays the rule as the
+sidecar has it configured; on the store, as `config_file` does (`UnknownRule` if it has none).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.queries import QueryError, parse_time
+from agenttrail.collector.reads import ReadRequest
+from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
+from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
+from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
+
+if TYPE_CHECKING:
+    from agenttrail.collector.store import Store
+
+ALERTS_ROUTE = "/api/v1/alerts"
+HISTORY_ROUTE = "/api/v1/alerts/history"
+TEST_ROUTE = "/api/v1/alerts/test"
+
+
+class UnknownRule(QueryError):
+    """`alerts test RULE` names no rule of the config file; the message lists the rules it has."""
+
+
+def _filter(show_all: bool, since: str | None, rule: str | None, limit: int) -> AlertFilter:
+    return AlertFilter(show_all, parse_time(since) if since else None, rule, None, limit)
+
+
+def alerts_read(
+    *, show_all: bool = False, since: str | None = None, rule: str | None = None, limit: int = 200
+) -> ReadRequest:
+    """Pending and firing alerts (`show_all`: resolved ones too), updated since `since`."""
+    where = _filter(show_all, since, rule, limit)
+    return ReadRequest(ALERTS_ROUTE, where.to_params(), lambda store: query_alerts(store, where))
+
+
+def history_read(*, since: str | None = None, rule: str | None = None, limit: int = 200) -> ReadRequest:
+    """Transitions, notifications and delivery attempts, newest first."""
+    where = _filter(True, since, rule, limit)
+    return ReadRequest(HISTORY_ROUTE, where.to_params(), lambda store: query_history(store, where))
+
+
+def replay_read(
+    rule: str,
+    config_file: str | None,
+    *,
+    since: str = "24h",
+    until: str | None = None,
+    step: str = "1m",
+    now: float | None = None,
+) -> ReadRequest:
+    """What `rule` would have done over the window, evaluated every `step` (nothing is sent):
+    its transitions and notifications, oldest first."""
+    params = {"rule": rule, "since": since, "step": step, **({"until": until} if until else {})}
+    window = ReplayWindow.from_params(params, time.time() if now is None else now)
+    alerts_config = AlertsConfig.from_file(config_file)
+
+    def local(store: Store) -> list[dict[str, Any]]:
+        try:
+            chosen = alerts_config.rule(rule)
+        except ConfigError as exc:
+            raise UnknownRule(str(exc)) from exc
+        return replay(store, chosen, window)
+
+    return ReadRequest(TEST_ROUTE, params, local)
+
+
+class ReplaySummary(NamedTuple):
+    """How often a replay fired, and in how many alert groups."""
+
+    fired: int
+    groups: int
+
+
+def summarise_replay(events: Sequence[dict[str, Any]]) -> ReplaySummary:
+    """Times the rule went firing (from another state), and the distinct groups it touched."""
+    fired = sum(1 for event in events if event["to"] == "firing" and event["from"] != "firing")
+    return ReplaySummary(fired, len({event["fingerprint"] for event in events}))
