@@ -139,6 +139,13 @@ def wait_ready(store: Path, process: subprocess.Popen[bytes]) -> dict[str, str]:
     raise SystemExit("agenttrail serve did not start")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc): figures on a shared machine
+    are compared per CPU-second, which other load does not change as much as wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def bench_ingest(
     requests: int,
     clients: int,
@@ -194,6 +201,7 @@ def bench_ingest(
                     export(bodies[index], timeout=60)
                     ack_latencies.append(time.perf_counter() - sent)
 
+            cpu_before = _cpu_seconds(process.pid)
             started = time.perf_counter()
             threads = [threading.Thread(target=client) for _ in range(clients)]
             for thread in threads:
@@ -204,6 +212,7 @@ def bench_ingest(
             while health(info["http"])["stored_spans"] < total:
                 time.sleep(0.01)
             stored = time.perf_counter()
+            cpu_stored = _cpu_seconds(process.pid) - cpu_before
             # Assembly runs beside ingestion; the last runs wait out the quiet period.
             while health(info["http"])["pending_traces"] > 0:
                 time.sleep(0.05)
@@ -222,6 +231,8 @@ def bench_ingest(
         "persisted_spans_per_s": sent_spans / (stored - started),
         "assembled_runs_per_s": sent_spans / 8 / (assembled - started),
         "assembly_lag_s": assembled - stored,
+        "sidecar_cpu_s": cpu_stored,
+        "spans_per_cpu_s": sent_spans / cpu_stored if cpu_stored else 0.0,
         "ack_p50_ms": ack_latencies[len(ack_latencies) // 2] * 1000,
         "ack_p99_ms": ack_latencies[int(len(ack_latencies) * 0.99)] * 1000,
     }
@@ -240,6 +251,10 @@ def main() -> None:
     print(
         f"  persisted: {figures['persisted_spans_per_s']:,.0f} spans/s   "
         f"acknowledged: {figures['acked_spans_per_s']:,.0f} spans/s"
+    )
+    print(
+        f"  sidecar CPU until stored: {figures['sidecar_cpu_s']:.1f} s "
+        f"({figures['spans_per_cpu_s']:,.0f} spans per CPU-second)"
     )
     print(
         f"  ack latency per request: p50 {figures['ack_p50_ms']:.1f} ms, p99 {figures['ack_p99_ms']:.1f} ms"

@@ -12,14 +12,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from otlp_builders import new_span_id, new_trace_id
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
-from agenttrail.evaluators.judges.runs import JUDGE_SCORE_COLUMNS
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import ScoreRow
 
 NOW = time.time()
 METRICS = ("trajectory_recall", "latency", "failure")
 
 
-def score_rows(count: int, *, start: float = NOW - 3600, step_s: float = 60.0) -> list[tuple[Any, ...]]:
+def score_rows(count: int, *, start: float = NOW - 3600, step_s: float = 60.0) -> list[ScoreRow]:
     """`count` runs (one trace each) with three scores each; agents and tasks alternate.
 
     Every third run shares its start time with the one before, so paging must order ties."""
@@ -30,7 +29,7 @@ def score_rows(count: int, *, start: float = NOW - 3600, step_s: float = 60.0) -
         for metric in METRICS:
             score = None if metric == "trajectory_recall" and i % 4 == 0 else i / 10
             rows.append(
-                (
+                ScoreRow(
                     trace,
                     root,
                     metric,
@@ -52,9 +51,9 @@ def score_rows(count: int, *, start: float = NOW - 3600, step_s: float = 60.0) -
 
 
 @pytest.fixture
-def stored(api: Any) -> list[tuple[Any, ...]]:
+def stored(api: Any) -> list[ScoreRow]:
     rows = score_rows(12)
-    api.sidecar.store.insert_rows("scores", SCORE_COLUMNS, rows)
+    api.sidecar.store.insert("scores", rows)
     return rows
 
 
@@ -130,7 +129,7 @@ def test_pages_cover_every_score_once_in_order(
 def test_pages_do_not_shift_when_newer_scores_arrive(api: Any, stored: list[tuple[Any, ...]]) -> None:
     """A score for a newer run written between two pages neither repeats nor skips anything."""
     first = api.stub.ListScores(pb.ListScoresRequest(page_size=10), timeout=30)
-    api.sidecar.store.insert_rows("scores", SCORE_COLUMNS, score_rows(2, start=NOW - 60))
+    api.sidecar.store.insert("scores", score_rows(2, start=NOW - 60))
     rest = list_all_from(api, first.next_page_token, page_size=10)
     seen = [key(s) for s in first.scores] + [key(s) for s in rest]
     assert seen == [key(s) for s in list_all(api) if s.trace_id in {r[0] for r in stored}]
@@ -188,9 +187,7 @@ def test_judge_scores_carry_model_tokens_and_details(api: Any) -> None:
     trace = new_trace_id()
     row = (trace, new_span_id(), "task_done", "task_done", "v1", None, "", "", "bot", "t", f"{NOW:.6f}", 1, 0)
     judge_columns = ("gpt-x", 120, 30, 900, 0.002, json.dumps({"sub_scores": {"book": "unsure"}}))
-    api.sidecar.store.insert_rows(
-        "scores", JUDGE_SCORE_COLUMNS, [(*row, "model timed out", f"{NOW:.6f}", *judge_columns)]
-    )
+    api.sidecar.store.insert("scores", [ScoreRow(*row, "model timed out", f"{NOW:.6f}", *judge_columns)])
     (score,) = list_all(api, trace_id=trace)
     result = score.result
     assert (result.model, result.prompt_tokens, result.completion_tokens) == ("gpt-x", 120, 30)

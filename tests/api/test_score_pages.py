@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from agenttrail.collector.queries import TrajectoryFilter
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.api.score_pages import ScoreQuery, query_page
-from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS, ScoreRow
 
 BASE_US = 1_790_000_000_000_000
 TRACES = ("a" * 32, "b" * 32)
@@ -52,12 +51,12 @@ def test_paging_yields_each_score_exactly_once_in_order(
     agent = uuid.uuid4().hex  # this example's scores only
     start_of = {(t, r): starts[i] for i, (t, r) in enumerate((t, r) for t in TRACES for r in ROOTS)}
     rows = [
-        (trace, root, metric, "trajectory", version, 0.5, "", "", agent, "t",
+        ScoreRow(trace, root, metric, "trajectory", version, 0.5, "", "", agent, "t",
          f"{(BASE_US + start_of[trace, root] * 1_000_000) / 1e6:.6f}", 1, 1, "", "1790000000.000000")
         for trace, root, metric, version in keys
     ]  # fmt: skip
     if rows:
-        store.insert_rows("scores", SCORE_COLUMNS, rows)
+        store.insert("scores", rows)
     full = [(start_of[k[0], k[1]], *k) for k in keys]
     expected = sorted(full, key=lambda k: (-k[0], k[1], k[2], k[3], k[4]))
     query = ScoreQuery(TrajectoryFilter(agent=agent, limit=page_size))

@@ -146,3 +146,33 @@ def test_checksum_ignores_layout_only() -> None:
     one = Migration(1, "x", ("CREATE TABLE t (a UInt8)\n ENGINE = Memory",))
     assert one.checksum == Migration(1, "x", ("CREATE TABLE t (a UInt8) ENGINE = Memory",)).checksum
     assert one.checksum != Migration(1, "x", ("CREATE TABLE t (a UInt16) ENGINE = Memory",)).checksum
+
+
+def test_span_parts_merge_column_by_column(store: Store) -> None:
+    """Migration 5: small span parts merge column by column (less memory), and a merge keeps
+    every span and its attributes."""
+    settings = store.query(
+        "SELECT name, value FROM system.merge_tree_settings WHERE name LIKE 'vertical_merge%' ORDER BY name"
+    )
+    defaults = dict(settings)
+    assert defaults["vertical_merge_algorithm_min_rows_to_activate"] != "1"  # so the migration matters
+    table = store.query(
+        "SELECT engine_full FROM system.tables WHERE database = currentDatabase() AND name = 'otel_traces'"
+    )[0][0]
+    assert "vertical_merge_algorithm_min_rows_to_activate = 1" in table
+    assert "vertical_merge_algorithm_min_bytes_to_activate = 0" in table
+    for part in range(3):
+        store.command(
+            "INSERT INTO otel_traces (Timestamp, TraceId, SpanId, SpanName, ServiceName, SpanAttributes) "
+            f"SELECT now64(9), hex(number + {part * 1000}), hex(number), 'tool', 'svc', "
+            "map('gen_ai.tool.name', toString(number)) FROM numbers(1000)"
+        )
+    store.command("OPTIMIZE TABLE otel_traces FINAL")
+    assert store.query(
+        "SELECT count(), uniqExact(TraceId), countIf(SpanAttributes['gen_ai.tool.name'] = '') "
+        "FROM otel_traces"
+    ) == [(3000, 3000, 0)]
+    assert store.query(
+        "SELECT count() FROM system.parts "
+        "WHERE database = currentDatabase() AND table = 'otel_traces' AND active"
+    ) == [(1,)]

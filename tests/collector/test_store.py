@@ -9,10 +9,13 @@ import uuid
 from typing import Any
 
 import pytest
+from clickhouse_connect.driver.binding import format_bind_value
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.schema import MIGRATIONS, migrate
-from agenttrail.collector.store import Store, parse_store
+from agenttrail.collector.store import Store, _bound, parse_store
 
 
 def test_parse_store_locations(tmp_path: Any) -> None:
@@ -58,6 +61,27 @@ def test_bound_parameters_carry_hostile_values(store: Any) -> None:
     rows = store.query("SELECT TraceId FROM trace_arrivals WHERE TraceId = {t:String}", {"t": hostile})
     assert rows == [(hostile,)]
     assert store.query("EXISTS TABLE otel_traces") == [(1,)]
+
+
+# Lists long enough for the pre-rendered path, of strings with and without what must be escaped.
+_STRING_LISTS = st.lists(
+    st.one_of(
+        st.text(alphabet="0123456789abcdef", min_size=32, max_size=32),
+        st.text(alphabet=st.sampled_from(["a", "'", "\\", "`", "\t", "\n", "é", " ", "]"]), max_size=6),
+    ),
+    min_size=14,
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=_STRING_LISTS)
+def test_long_string_lists_bind_as_clickhouse_connect_renders_them(store: Any, values: list[str]) -> None:
+    """The pre-rendered Array(String) parameter is the text clickhouse-connect would send, and
+    ClickHouse reads back the same list, whatever the strings hold."""
+    bound = _bound({"values": values})["values"]
+    assert format_bind_value(bound) == format_bind_value(values)
+    assert store.query("SELECT {values:Array(String)}", {"values": values}) == [(values,)]
 
 
 @pytest.mark.skipif(

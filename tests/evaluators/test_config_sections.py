@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from agenttrail.collector.config import load_settings
@@ -71,9 +72,14 @@ SECTION_ERRORS = [
     ("evaluators", "evaluators:\n  metrics: [no_such_metric]\n", r"evaluators.metrics: .*no_such_metric"),
     ("drift", "drift:\n  intervl_s: 5\n", r"unknown setting\(s\) \['intervl_s'\] in section 'drift'"),
     ("drift", "drift:\n  min_samples: many\n", r"drift.min_samples: bad value 'many'"),
-    ("drift", "drift:\n  recent: soon\n", r"drift section is invalid"),
+    ("drift", "drift:\n  recent: soon\n", r"drift.recent: bad value 'soon' \('soon' is not a duration"),
+    ("drift", "drift:\n  baseline_from: someday\n", r"drift section is invalid"),
     ("metrics_export", "metrics_export:\n  prometeus: false\n", r"unknown setting\(s\) \['prometeus'\]"),
-    ("metrics_export", "metrics_export:\n  otlp_protocol: udp\n", r"metrics_export.otlp_protocol: 'udp'"),
+    (
+        "metrics_export",
+        "metrics_export:\n  otlp_protocol: udp\n",
+        r"metrics_export.otlp_protocol: bad value 'udp' \(must be one of grpc, http\)",
+    ),
     ("metrics_export", "metrics_export:\n  interval_s: 0\n", r"metrics_export.interval_s: bad value 0"),
     ("alerts", "alerts:\n  queue_sze: 5\n", r"unknown setting\(s\) \['queue_sze'\] in section 'alerts'"),
     ("alerts", "alerts:\n  evaluation_interval: often\n", r"alerts.evaluation_interval"),
@@ -216,13 +222,13 @@ def test_config_show_text_is_a_table_of_setting_value_source(tmp_path: Path) -> 
 
 def test_config_show_and_serve_refuse_a_bad_file_with_exit_3(tmp_path: Path) -> None:
     """`config show` checks as serve does: a bad section is bad input (exit 3) naming the file and
-    the key, found by the section's table (a type) or by its parser (a window that is no duration);
+    the key, found by the section's table (a type) or by its parser (a baseline that is no date);
     serve refuses before it creates the store."""
     file = tmp_path / "agenttrail.yaml"
     store = "collector:\n  store: " + str(tmp_path / "store") + "\n"
     for section, message in (
         ("drift:\n  interval_s: nope\n", "drift.interval_s: bad value 'nope'"),
-        ("drift:\n  recent: soon\n", "drift section is invalid"),
+        ("drift:\n  baseline_from: someday\n", "drift section is invalid"),
     ):
         file.write_text(store + section)
         for command in (["config", "show"], ["serve"]):
@@ -237,3 +243,219 @@ def test_config_show_without_a_file_is_all_defaults() -> None:
     assert result.exit_code == 0, result.output
     sources = {json.loads(line)["source"] for line in result.output.splitlines()}
     assert sources == {"default"}
+
+
+# Precedence env > file > default, one scalar per evaluator section: (section, key, file value,
+# env text, default, file's effect, env's effect, what the composition root's parsed object holds).
+PRECEDENCE = [
+    ("evaluators", "batch_size", 50, "70", 2000, 50, 70, lambda s: s.evaluators.batch_size),
+    ("evaluators", "always_sample_failures", False, "yes", True, False, True,
+     lambda s: s.evaluators.always_sample_failures),
+    ("drift", "interval_s", 60, "90.5", 300.0, 60.0, 90.5, lambda s: s.drift.interval_s),
+    ("drift", "recent", "2h", "30m", "1h", "2h", "30m", lambda s: s.drift.window["recent"]),
+    ("metrics_export", "settle_s", 1, "2", 5.0, 1.0, 2.0, lambda s: s.metrics_export.settle_s),
+    ("metrics_export", "otlp_protocol", "http", "grpc", "grpc", "http", "grpc",
+     lambda s: s.metrics_export.otlp_protocol),
+    ("alerts", "queue_size", 10, "20", 1000, 10, 20, lambda s: s.alerts.queue_size),
+    ("alerts", "evaluation_interval", "1m", "5s", "30s", "1m", "5s",
+     lambda s: s.alerts.evaluation_interval_s),
+    ("judge_defaults", "max_retries", 1, "0", 3, 1, 0, lambda s: s.judges.inline.max_retries),
+]  # fmt: skip
+_SECONDS = {"30s": 30.0, "1m": 60.0, "5s": 5.0}
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "in_file", "in_env", "default", "from_file", "from_env", "parsed"),
+    PRECEDENCE,
+    ids=[f"{row[0]}.{row[1]}" for row in PRECEDENCE],
+)
+def test_env_beats_file_beats_default_in_every_evaluator_section(
+    tmp_path: Path,
+    section: str,
+    key: str,
+    in_file: Any,
+    in_env: str,
+    default: Any,
+    from_file: Any,
+    from_env: Any,
+    parsed: Any,
+) -> None:
+    """Each evaluator section's scalar resolves env AGENTTRAIL_<SECTION>_<KEY> > file > default,
+    in `config show`'s rows and in the parsed sections the composition root hands the sidecar."""
+    from agenttrail.evaluators import config_sections
+
+    env = f"AGENTTRAIL_{section.upper()}_{key.upper()}"
+    base = {"judge_defaults": {"model": "m"}} if section == "judge_defaults" else {}
+    file = tmp_path / "agenttrail.yaml"
+    empty, given = tmp_path / "empty.yaml", {**base, section: {**base.get(section, {}), key: in_file}}
+    empty.write_text(yaml.safe_dump(base))
+    file.write_text(yaml.safe_dump(given))
+    for path, environ, value, source in (
+        (empty, {}, default, "default"),
+        (file, {}, from_file, f"file {file}"),
+        (file, {env: in_env}, from_env, f"env {env}"),
+        (empty, {env: in_env}, from_env, f"env {env}"),
+    ):
+        settings = load_settings(
+            config_file=path, environ=environ, sections=CONFIG_SECTIONS, check_sections=True
+        )
+        (row,) = [r for r in settings.resolved if (r.section, r.name) == (section, key)]
+        assert (row.value, row.source) == (value, source), (path.name, environ)
+        got = parsed(config_sections.load(str(path), environ))
+        assert got == _SECONDS.get(value, value), (path.name, environ)
+        if section == "evaluators":  # as `agenttrail worker` reads it
+            alone = config_sections.load_evaluators(str(path), environ)
+            assert getattr(alone, key) == value, (path.name, environ)
+
+
+def test_every_scalar_has_its_section_env_var_and_lists_stay_in_the_file() -> None:
+    """AGENTTRAIL_<SECTION>_<KEY> for every scalar of the evaluators' sections, none shared with
+    another setting (the collector's AGENTTRAIL_<KEY> included); lists and mappings have none."""
+    from agenttrail.collector.config import SETTINGS
+
+    names = [setting.env for setting in SETTINGS]
+    for section in CONFIG_SECTIONS:
+        for setting in section.settings:
+            structured = setting.kind.python in (list, dict)
+            assert setting.env_var is not structured, (section.name, setting.name)
+            if setting.env_var:
+                assert setting.env == f"AGENTTRAIL_{section.name.upper()}_{setting.name.upper()}"
+                names.append(setting.env)
+    assert len(names) == len(set(names))
+    assert "AGENTTRAIL_DRIFT_INTERVAL_S" in names
+    assert "AGENTTRAIL_JUDGE_DEFAULTS_API_KEY" in names
+    assert "AGENTTRAIL_ALERTS_RULES" not in names
+    assert "AGENTTRAIL_METRICS_EXPORT_OTLP_HEADERS" not in names
+
+
+BAD_ENV = [
+    ("AGENTTRAIL_DRIFT_INTERVAL_S", "soon",
+     r"drift.interval_s: bad value 'soon'.*accepted: a number of seconds > 0"),
+    ("AGENTTRAIL_EVALUATORS_SAMPLE_RATE", "2",
+     r"evaluators.sample_rate: bad value '2' \(must be from 0 to 1\)"),
+    ("AGENTTRAIL_EVALUATORS_ALWAYS_SAMPLE_FAILURES", "maybe",
+     r"evaluators.always_sample_failures: bad value 'maybe' \(must be true or false\)"),
+    ("AGENTTRAIL_METRICS_EXPORT_OTLP_PROTOCOL", "udp",
+     r"metrics_export.otlp_protocol: bad value 'udp' \(must be one of grpc, http\)"),
+    ("AGENTTRAIL_ALERTS_EVALUATION_INTERVAL", "often",
+     r"alerts.evaluation_interval: bad value 'often' \('often' is not a duration"),
+    ("AGENTTRAIL_ALERTS_QUEUE_SIZE", "0",
+     r"alerts.queue_size: bad value '0' \(must be a positive whole number\)"),
+    ("AGENTTRAIL_JUDGE_DEFAULTS_RESPONSE_FORMAT", "xml", r"judge_defaults.response_format: bad value 'xml'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("env", "value", "message"), BAD_ENV, ids=[row[0] for row in BAD_ENV])
+def test_a_bad_env_value_names_the_variable_and_what_is_accepted(
+    tmp_path: Path, env: str, value: str, message: str
+) -> None:
+    """As for the collector's variables: the error names the variable, the key and what is
+    accepted, whether `config show` or the composition root resolves it."""
+    from agenttrail.evaluators import config_sections
+
+    file = tmp_path / "agenttrail.yaml"
+    file.write_text("drift:\n  interval_s: 60\n")
+    expected = rf"^environment variable {env}: {message}"
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(config_file=file, environ={env: value}, sections=CONFIG_SECTIONS, check_sections=True)
+    with pytest.raises(ConfigError, match=expected):
+        config_sections.load(str(file), {env: value})
+
+
+def test_a_value_only_the_parser_refuses_names_the_env_var_too(tmp_path: Path) -> None:
+    """A value the table accepts but the section's parser refuses (a baseline that is no date)
+    names the variables from the environment beside the parser's message."""
+    from agenttrail.evaluators import config_sections
+
+    file = tmp_path / "agenttrail.yaml"
+    file.write_text("drift:\n  interval_s: 60\n")
+    environ = {"AGENTTRAIL_DRIFT_BASELINE_FROM": "someday"}
+    expected = r"drift section is invalid.*\(with AGENTTRAIL_DRIFT_BASELINE_FROM from the environment\)"
+    with pytest.raises(ConfigError, match=expected):
+        config_sections.load(str(file), environ)
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(config_file=file, environ=environ, sections=CONFIG_SECTIONS, check_sections=True)
+    with pytest.raises(ConfigError, match=expected):
+        config_sections.load(None, environ)
+
+
+def test_config_show_and_serve_take_evaluator_env_vars(tmp_path: Path) -> None:
+    """`config show` prints an evaluator setting's env source (secrets from env masked); serve
+    refuses a bad one with exit 3 naming it, before it creates the store."""
+    env = {"AGENTTRAIL_DRIFT_INTERVAL_S": "90", "AGENTTRAIL_JUDGE_DEFAULTS_API_KEY": "sk-from-env"}
+    result = show(tmp_path, "--format", "json", env=env)
+    assert result.exit_code == 0, result.output
+    rows = {(row["section"], row["key"]): row for row in map(json.loads, result.output.splitlines())}
+    assert rows["drift", "interval_s"] == {
+        "section": "drift",
+        "key": "interval_s",
+        "value": 90.0,
+        "type": "float",
+        "source": "env AGENTTRAIL_DRIFT_INTERVAL_S",
+    }
+    assert rows["judge_defaults", "api_key"]["value"] == MASK
+    assert rows["judge_defaults", "api_key"]["source"] == "env AGENTTRAIL_JUDGE_DEFAULTS_API_KEY"
+    assert rows["drift", "alpha"]["source"] == "default"
+    assert "sk-from-env" not in result.output
+    text = show(tmp_path, env=env)
+    by_key = {line.split()[0]: line.split()[1:] for line in text.output.splitlines()[2:]}
+    assert by_key["drift.interval_s"] == ["90.0", "env", "AGENTTRAIL_DRIFT_INTERVAL_S"]
+
+    file = tmp_path / "serve.yaml"
+    file.write_text("collector:\n  store: " + str(tmp_path / "store") + "\n")
+    for command in (["config", "show"], ["serve"]):
+        result = CliRunner().invoke(
+            cli, [*command, "--config", str(file)], env={"AGENTTRAIL_DRIFT_MIN_SAMPLES": "many"}
+        )
+        assert result.exit_code == 3, result.output
+        assert "environment variable AGENTTRAIL_DRIFT_MIN_SAMPLES: drift.min_samples: bad value 'many'" in (
+            result.output
+        )
+    assert not (tmp_path / "store").exists()
+
+
+def test_the_composition_root_hands_each_part_its_resolved_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """build_sidecar reads the sections once with the environment over the file: env switches
+    off what the file switches on, and a judges reload reads file and environment again."""
+    from agenttrail.collector.config import SidecarConfig
+    from agenttrail.evaluators.composition import build_sidecar
+    from agenttrail.evaluators.judges.setup import LiveJudges
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftMonitor
+    from agenttrail.evaluators.monitoring.exporter import MetricsFeed
+
+    file = tmp_path / "agenttrail.yaml"
+    judge = {"name": "helpful", "type": "trajectory_accuracy"}
+    document = {
+        "drift": {"enabled": True},
+        "metrics_export": {"prometheus": True},
+        "judge_defaults": {"model": "file-model", "api_key": "test"},
+        "judges": [judge],
+    }
+    file.write_text(yaml.safe_dump(document))
+    config = SidecarConfig(store=str(tmp_path / "store"))
+
+    def built() -> tuple[list[type], LiveJudges]:
+        sidecar = build_sidecar(config, str(file))
+        live = next(hook.__self__ for hook in sidecar.on_reload if isinstance(hook.__self__, LiveJudges))
+        return [type(worker) for worker in sidecar.workers], live
+
+    kinds, live = built()
+    assert DriftMonitor in kinds
+    assert MetricsFeed in kinds
+    assert live.config.get("helpful").options["model"] == "file-model"
+
+    monkeypatch.setenv("AGENTTRAIL_DRIFT_ENABLED", "false")
+    monkeypatch.setenv("AGENTTRAIL_METRICS_EXPORT_PROMETHEUS", "off")
+    monkeypatch.setenv("AGENTTRAIL_JUDGE_DEFAULTS_MODEL", "env-model")
+    kinds, live = built()
+    assert DriftMonitor not in kinds
+    assert MetricsFeed not in kinds
+    assert live.config.get("helpful").options["model"] == "env-model"
+
+    file.write_text(yaml.safe_dump({**document, "judges": [{**judge, "name": "kind"}]}))
+    monkeypatch.setenv("AGENTTRAIL_JUDGE_DEFAULTS_MODEL", "newer-model")
+    summary = live.reload()
+    assert (summary.added, summary.removed) == (["kind"], ["helpful"])
+    assert live.config.get("kind").options["model"] == "newer-model"

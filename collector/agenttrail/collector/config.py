@@ -3,9 +3,11 @@
 Each setting is one row of SETTINGS (settings.py: its type, default, help, env var); the
 loader resolves every one as flag > environment variable > config file (YAML) > default, and
 keeps where each value came from. The evaluators' sections are handed to the loader by the
-composition root (`sections`): it checks their keys and values with their tables and parsers,
-and refuses a top-level section nobody owns. A bad value raises ConfigError naming the key,
-the section, where it came from (flag, env var, file) and what is accepted.
+composition root (`sections`): `resolve_section` resolves each of their scalars env
+(AGENTTRAIL_<SECTION>_<KEY>) > file > default and checks keys and values with their tables,
+`check_section` runs their parsers; the loader refuses a top-level section nobody owns. A bad
+value raises ConfigError naming the key, the section, where it came from (flag, env var, file)
+and what is accepted.
 
 Where to add a setting: a row in SETTINGS and a field in SidecarConfig (the module refuses to
 import if they differ); `serve` gets the flag, `config show` the row, with nothing else to do.
@@ -222,9 +224,9 @@ def load_settings(
 ) -> Settings:
     """Every setting resolved: flag (`arguments`, None meaning unset) > `environ` > the file's
     key > default. `sections`: the other sections there are (None: unknown, so other top-level
-    keys are not checked); each one in the file gets its keys checked against its table, and,
-    with `check_sections`, its own parser run over it (serve and `config show` do; read
-    commands do not load the evaluators' parsers)."""
+    keys are not checked); each one is resolved env > file > default (resolve_section) and,
+    with `check_sections`, has its own parser run over it where the file or the environment
+    sets it (serve and `config show` do; read commands do not load the evaluators' parsers)."""
     environ = os.environ if environ is None else environ
     others = [section for section in sections or () if section.name != COLLECTOR.name]
     skipped = {section.name for section in others} | set(skip_sections)
@@ -266,8 +268,12 @@ def load_settings(
         values[setting.name] = parse_value(setting, raw, where, COLLECTOR.name)
         resolved.append(Resolved(COLLECTOR.name, setting.name, values[setting.name], shown, setting))
     config = SidecarConfig(**values)
-    for section in others:
-        resolved += _section_values(section, document, config_file, check_sections)
+    others_values = [resolve_section(section, document, config_file, environ) for section in others]
+    effective = with_sections(document, others_values)
+    for section_values in others_values:
+        resolved += section_values.rows
+        if check_sections and section_values.present:
+            check_section(section_values, effective, source if config_file else "environment")
     return Settings(config, tuple(resolved), None if config_file is None else str(config_file))
 
 
@@ -285,38 +291,88 @@ def _unknown_sections(source: str, unknown: Sequence[str], known: Sequence[str])
     )
 
 
-def _section_values(
-    section: Section, document: Mapping[str, Any], config_file: str | Path | None, check: bool
-) -> list[Resolved]:
-    """One of the other sections: its keys checked against its table (and, with `check`, by its
-    parser), each setting from the file or its default."""
+@dataclass(frozen=True, slots=True)
+class SectionValues:
+    """One of the other sections resolved: `value` is what its parser reads (the file's section
+    with the environment's values over it; None where neither has it), `rows` each setting's
+    effective value and source, `from_env` the environment variables that set any."""
+
+    section: Section
+    value: Any
+    rows: tuple[Resolved, ...]
+    from_env: tuple[str, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        return self.value is not None
+
+
+def resolve_section(
+    section: Section,
+    document: Mapping[str, Any],
+    config_file: str | Path | None,
+    environ: Mapping[str, str] | None = None,
+) -> SectionValues:
+    """One of the other sections, each setting env > file > default (env only for settings with
+    `env_var`): its keys checked against its table and each value parsed as its type; a bad value
+    is a ConfigError naming the environment variable or the file, the key and what is accepted."""
+    environ = os.environ if environ is None else environ
     source = f"config file {config_file}"
-    present = section.name in document
     value = document.get(section.name)
     if section.is_list:
-        if present and value is not None and not isinstance(value, list):
+        if value is not None and not isinstance(value, list):
             raise ConfigError(f"{source}: '{section.name}' must be a list, got {type(value).__name__}")
-        if check and present and section.check is not None:
-            section.check(document, source)
-        return [Resolved(section.name, "", value or [], f"file {config_file}" if present else "default")]
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
+        shown = f"file {config_file}" if section.name in document else "default"
+        return SectionValues(section, value, (Resolved(section.name, "", value or [], shown),))
+    if value is not None and not isinstance(value, dict):
         raise ConfigError(
             f"{source}: '{section.name}' must be a mapping of settings, got {type(value).__name__}"
         )
+    file_values: dict[str, Any] = value or {}
     known = [setting.name for setting in section.settings]
-    unknown = [str(key) for key in value if key not in known]
+    unknown = [str(key) for key in file_values if key not in known]
     if unknown and not section.open:
         raise unknown_keys_error(source, section.name, unknown, known)
-    rows = []
+    effective = dict(file_values)
+    rows, from_env = [], []
     for setting in section.settings:
-        if setting.name in value:
-            parsed = parse_value(setting, value[setting.name], source, section.name)
+        if setting.env_var and setting.env in environ:
+            raw = environ[setting.env]
+            parsed = parse_value(setting, raw, f"environment variable {setting.env}", section.name)
+            rows.append(Resolved(section.name, setting.name, parsed, f"env {setting.env}", setting))
+            from_env.append(setting.env)
+        elif setting.name in file_values:
+            parsed = parse_value(setting, file_values[setting.name], source, section.name)
             rows.append(Resolved(section.name, setting.name, parsed, f"file {config_file}", setting))
         else:
             rows.append(Resolved(section.name, setting.name, setting.default, "default", setting))
-    rows += [Resolved(section.name, key, value[key], f"file {config_file}") for key in unknown]
-    if check and present and section.check is not None:
-        section.check(document, source)
-    return rows
+            continue
+        if parsed is None:  # empty text: none, which is the parser's own default
+            effective.pop(setting.name, None)
+        else:
+            effective[setting.name] = parsed
+    rows += [Resolved(section.name, key, file_values[key], f"file {config_file}") for key in unknown]
+    present = value is not None or bool(from_env)
+    return SectionValues(section, effective if present else None, tuple(rows), tuple(from_env))
+
+
+def with_sections(document: Mapping[str, Any], resolved: Sequence[SectionValues]) -> dict[str, Any]:
+    """The file's `document` with each resolved section's value (environment included) in place."""
+    effective = dict(document)
+    for values in resolved:
+        if values.present:
+            effective[values.section.name] = values.value
+    return effective
+
+
+def check_section(values: SectionValues, document: Mapping[str, Any], source: str) -> object:
+    """Run the section's own parser over the effective `document` (with_sections) and return what
+    it built; an error it raises over a value from the environment names the variables too."""
+    if values.section.check is None:
+        return None
+    try:
+        return values.section.check(document, source)
+    except ConfigError as exc:
+        if not values.from_env:
+            raise
+        raise ConfigError(f"{exc} (with {', '.join(values.from_env)} from the environment)") from exc

@@ -224,6 +224,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE trajectories MATERIALIZE PROJECTION by_start",
         ),
     ),
+    # Span parts are small (a part every `insert_block_spans`), so ClickHouse's default merged
+    # them row by row (vertical merges start at 131,072 rows), holding a block of every column,
+    # the attribute maps included, at once: a background merge was the largest unbounded
+    # allocation under overload. Merged column by column it holds one column's block
+    # (benchmarks/bench_merge_memory.py).
+    Migration(
+        5,
+        "otel_traces merges column by column",
+        (
+            "ALTER TABLE otel_traces MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, "
+            "vertical_merge_algorithm_min_bytes_to_activate = 0, "
+            "vertical_merge_algorithm_min_columns_to_activate = 1",
+        ),
+    ),
 )
 
 MIGRATIONS_TABLE = """

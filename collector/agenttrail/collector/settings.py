@@ -9,8 +9,9 @@ theirs to the loader (`Wiring.config_sections`), so the collector knows them wit
 the evaluators. A section's own parser (`Section.check`) stays the judge of what the table
 cannot say (rules, lists of judges, values that depend on each other).
 
-Precedence for one setting: flag > environment > config file > default; each resolved value
-keeps its source (`agenttrail config show`). Stdlib only: the CLI imports this at start.
+Precedence for one setting: flag > environment > config file > default (the evaluators'
+sections have no flag, and their lists and mappings no env var); each resolved value keeps its
+source (`agenttrail config show`). Stdlib only: the CLI imports this at start.
 """
 
 from __future__ import annotations
@@ -93,6 +94,18 @@ def _optional_text(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
+def choice(*values: str) -> Kind:
+    """Text that must be one of `values`."""
+
+    def parse(value: Any) -> str:
+        text = str(value).strip()
+        if text not in values:
+            raise ValueError(f"must be one of {', '.join(values)}")
+        return text
+
+    return Kind(f"one of {', '.join(values)}", str, parse, metavar="|".join(values))
+
+
 def _fraction(value: Any) -> float:
     number = _number(value, whole=False)
     if not 0.0 <= number <= 1.0:
@@ -123,7 +136,6 @@ DIRECTORY = Kind("a directory path (empty: none)", str, _optional_text, path="di
 # Structured values: their section's parser checks them.
 NAMES = Kind("a list of names", list)
 MAPPING = Kind("a mapping", dict)
-DURATION = Kind("a duration: 30s, 5m, 1h, 7d", str)
 LIST = Kind("a list", list)
 
 
@@ -136,12 +148,14 @@ class Setting:
     default: Any
     help: str
     secret: bool = False  # `config show` masks it
-    env_var: bool = True  # the collector's settings have one; the evaluators' sections do not
+    env_var: bool = True  # False: file only (lists, mappings, rules: no one-line env form)
+    env_prefix: str = "AGENTTRAIL_"  # another section's: AGENTTRAIL_<SECTION>_
 
     @property
     def env(self) -> str:
-        """AGENTTRAIL_<NAME> (only read for settings with `env_var`)."""
-        return "AGENTTRAIL_" + self.name.upper()
+        """AGENTTRAIL_<NAME> for the collector's, AGENTTRAIL_<SECTION>_<NAME> for another
+        section's (only read for settings with `env_var`)."""
+        return self.env_prefix + self.name.upper()
 
     @property
     def flag(self) -> str:

@@ -49,7 +49,9 @@ CONFIG_SECTIONS: Final = config_sections.CONFIG_SECTIONS
 
 
 def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Sidecar:
-    """The sidecar `serve` runs, every evaluator part installed, not started yet."""
+    """The sidecar `serve` runs, every evaluator part installed, not started yet. The evaluators'
+    sections are read here, once (file, then the environment over it), and each part is handed
+    its parsed section; a bad one raises ConfigError before anything is built."""
     from agenttrail.collector.sidecar import Sidecar
     from agenttrail.evaluators.admin.api import install_admin
     from agenttrail.evaluators.api import install_api
@@ -62,22 +64,29 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
     from agenttrail.evaluators.monitoring.export_install import install_export_and_report
     from agenttrail.evaluators.monitoring.install import install_monitoring
     from agenttrail.evaluators.scoring.install import install_scoring
-    from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
+    settings = config_sections.load(config_file)
     sidecar = Sidecar(config, ALL_MIGRATIONS)
     install_criteria(sidecar)
-    install_monitoring(sidecar, config_file)
-    evaluator = EvaluatorConfig.from_file(config_file)
+    install_monitoring(sidecar, settings.drift)
+    evaluator = settings.evaluators
     scoring = install_scoring(sidecar, evaluator)
     # Online and API judging share each model's budget; saved criteria sets are read from this
     # sidecar's own store (passed, not bound globally: two sidecars in a process keep apart).
     judge_clients = ClientPool(store_factory=sidecar.new_store)
-    judges = install_judges(sidecar, config_file, evaluator, judge_clients)
-    install_alerts(sidecar, config_file)
-    install_export_and_report(sidecar, config_file)
-    api_judges = install_api(sidecar, evaluator.metrics, config_file, judge_clients)
+    judges = install_judges(
+        sidecar,
+        settings.judges,
+        evaluator,
+        judge_clients,
+        config_file=config_file,
+        reread=lambda: config_sections.load_judges(config_file),  # a reload reads the file again
+    )
+    install_alerts(sidecar, settings.alerts)
+    install_export_and_report(sidecar, settings.metrics_export)
+    api_judges = install_api(sidecar, evaluator.metrics, settings.judges, judge_clients)
     judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
     install_admin(sidecar, judges)
-    install_console(sidecar, config_file, evaluator=evaluator, scoring=scoring, judges=judges)
-    install_mcp(sidecar, config_file)
+    install_console(sidecar, evaluator=evaluator, alerts=settings.alerts, scoring=scoring, judges=judges)
+    install_mcp(sidecar, evaluator.metrics)
     return sidecar

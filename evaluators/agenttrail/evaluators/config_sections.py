@@ -1,12 +1,22 @@
-"""The config file sections the evaluators own, as tables the collector's loader reads.
+"""The config file sections the evaluators own, as tables the collector's loader reads, and
+their one reading for the sidecar (`load`).
 
 Each section lists its settings (type, default, help: collector/settings.py) and names its own
 parser, which `serve` and `config show` run over the file (the parser judges what a table cannot:
 rules, lists of judges, values that depend on each other). The composition root hands these to
 the CLI's group (`Wiring.config_sections`); nothing registers itself by being imported. Plain
 data at import: the parsers load inside `check`, so `agenttrail --help` does not import them.
-These settings come from the file or their default (no env var, no flag).
+
+Every scalar setting resolves env > file > default: its environment variable is
+AGENTTRAIL_<SECTION>_<KEY> (`AGENTTRAIL_DRIFT_INTERVAL_S`, `AGENTTRAIL_JUDGE_DEFAULTS_MODEL`), and
+`config show` prints its source. Lists, mappings and rules (metrics, rules, channels, budgets,
+headers, the `judges:` list) come from the file only: they have no one-line form. A bad value is
+a ConfigError naming the variable (or the file), the key and what is accepted.
 `tests/evaluators/test_config_sections.py` holds each table's defaults equal to its parser's.
+
+`load` is the one reading of these sections for a sidecar: the file once, the environment over
+it, each section's parser run, the typed results handed to the install functions by the
+composition root (a judges reload reads the file again through `load_judges`).
 
 Where to add a setting of one of these sections: its parser first (the dataclass field and the
 key it reads), then a row here.
@@ -14,14 +24,21 @@ key it reads), then a row here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Any, Final
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
 
-from agenttrail.collector.config import section_of
+from agenttrail.collector.config import (
+    check_section,
+    read_config_document,
+    resolve_section,
+    section_of,
+    with_sections,
+)
 from agenttrail.collector.settings import (
     BOOL,
     COUNT,
-    DURATION,
     FRACTION,
     LIST,
     MAPPING,
@@ -32,53 +49,78 @@ from agenttrail.collector.settings import (
     POSITIVE_SECONDS,
     SECONDS,
     TEXT,
+    Kind,
     Section,
     Setting,
+    choice,
 )
 
+if TYPE_CHECKING:
+    from agenttrail.evaluators.judges.config import JudgeConfigs
+    from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
+    from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
+    from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
-def _file(*rows: tuple[str, Any, Any, str]) -> tuple[Setting, ...]:
-    """Rows (name, kind, default, help) of a section read from the file only."""
+
+def _duration(value: Any) -> Any:
+    from agenttrail.evaluators.monitoring.timespec import parse_duration
+
+    parse_duration(value)  # checked here; the section's parser reads the text as it always has
+    return value
+
+
+DURATION = Kind("a duration: 500ms, 30s, 5m, 1h30m, 7d", str, _duration)
+
+
+def _rows(section: str, *rows: tuple[str, Kind, Any, str]) -> tuple[Setting, ...]:
+    """Rows (name, kind, default, help) of a section: scalars get AGENTTRAIL_<SECTION>_<KEY>,
+    lists and mappings (no one-line form) are read from the file only."""
     return tuple(
-        Setting(name, kind, default, help, secret=name in ("otlp_headers", "api_key"), env_var=False)
+        Setting(
+            name,
+            kind,
+            default,
+            help,
+            secret=name in ("otlp_headers", "api_key"),
+            env_var=kind.python not in (list, dict),
+            env_prefix=f"AGENTTRAIL_{section.upper()}_",
+        )
         for name, kind, default, help in rows
     )
 
 
-def _check_evaluators(document: Mapping[str, Any], source: str) -> None:
+def _check_evaluators(document: Mapping[str, Any], source: str) -> EvaluatorConfig:
     from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
-    EvaluatorConfig.from_mapping(section_of(document, "evaluators", _path(source)), source)
+    return EvaluatorConfig.from_mapping(section_of(document, "evaluators", _path(source)), source)
 
 
-def _check_drift(document: Mapping[str, Any], source: str) -> None:
+def _check_drift(document: Mapping[str, Any], source: str) -> DriftConfig:
     from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 
-    DriftConfig.from_mapping(section_of(document, "drift", _path(source)), source)
+    return DriftConfig.from_mapping(section_of(document, "drift", _path(source)), source)
 
 
-def _check_metrics_export(document: Mapping[str, Any], source: str) -> None:
+def _check_metrics_export(document: Mapping[str, Any], source: str) -> MetricsExportConfig:
     from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
 
-    MetricsExportConfig.from_mapping(section_of(document, "metrics_export", _path(source)), source)
+    return MetricsExportConfig.from_mapping(section_of(document, "metrics_export", _path(source)), source)
 
 
-def _check_alerts(document: Mapping[str, Any], source: str) -> None:
+def _check_alerts(document: Mapping[str, Any], source: str) -> AlertsConfig:
     from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 
-    if document.get("alerts") is not None:
-        AlertsConfig.from_mapping(document["alerts"], source)
+    if document.get("alerts") is None:
+        return AlertsConfig()
+    return AlertsConfig.from_mapping(document["alerts"], source)
 
 
-def _check_judges(document: Mapping[str, Any], source: str) -> None:
-    """As the judge worker and the evaluation API read them (judges/config.py, api/judges.py)."""
-    from agenttrail.evaluators.judges.client import JudgeSettings
-    from agenttrail.evaluators.judges.config import JudgesConfig
+def _check_judges(document: Mapping[str, Any], source: str) -> JudgeConfigs:
+    """As the judge worker and the evaluation API read them (judges/config.py JudgeConfigs)."""
+    from agenttrail.evaluators.judges.config import JudgeConfigs
 
-    JudgesConfig.from_document(document, source)
-    defaults = document.get("judge_defaults")
-    if isinstance(defaults, dict) and defaults.get("model"):
-        JudgeSettings.from_mapping(defaults, f"{source}: judge_defaults")
+    return JudgeConfigs.from_document(document, source)
 
 
 def _path(source: str) -> str:
@@ -88,7 +130,8 @@ def _path(source: str) -> str:
 EVALUATORS = Section(
     "evaluators",
     "the online scoring of runs against reference trajectories (scoring/worker.py)",
-    _file(
+    _rows(
+        "evaluators",
         (
             "metrics",
             NAMES,
@@ -121,7 +164,8 @@ EVALUATORS = Section(
 JUDGE_DEFAULTS = Section(
     "judge_defaults",
     "model settings every judge inherits (its own keys win); also the evaluation API's inline judges",
-    _file(
+    _rows(
+        "judge_defaults",
         ("model", OPTIONAL_TEXT, None, "model name, e.g. gpt-4o-mini"),
         ("base_url", OPTIONAL_TEXT, None, "OpenAI-compatible endpoint (none: api.openai.com)"),
         ("api_key", OPTIONAL_TEXT, None, "API key (prefer api_key_env)"),
@@ -131,7 +175,12 @@ JUDGE_DEFAULTS = Section(
         ("max_tokens", POSITIVE_INT, 1024, "answer token limit"),
         ("max_retries", COUNT, 3, "retries of a failed call"),
         ("concurrency", POSITIVE_INT, 4, "calls in flight per client"),
-        ("response_format", TEXT, "auto", "auto, json_schema, json_object or none"),
+        (
+            "response_format",
+            choice("auto", "json_schema", "json_object", "none"),
+            "auto",
+            "auto, json_schema, json_object or none",
+        ),
         ("prompt_price_per_1m", NUMBER, 0.0, "currency per 1M prompt tokens"),
         ("completion_price_per_1m", NUMBER, 0.0, "currency per 1M completion tokens"),
         ("budget", MAPPING, {}, "tokens_per_hour/day, cost_per_hour/day: judging pauses when spent"),
@@ -145,15 +194,16 @@ JUDGE_DEFAULTS = Section(
 
 JUDGES = Section(
     "judges",
-    "the LLM judges run online: [{name, type, sample_rate, agents, tasks, failure, ...}]",
+    "the LLM judges run online: [{name, type, sample_rate, agents, tasks, failure, ...}] (file only)",
     check=_check_judges,
     is_list=True,
 )
 
 ALERTS = Section(
     "alerts",
-    "alert rules over stored runs and scores, and where notifications go",
-    _file(
+    "alert rules over stored runs and scores, and where notifications go (channels, rules: file only)",
+    _rows(
+        "alerts",
         ("evaluation_interval", DURATION, "30s", "how often the rules are evaluated"),
         ("external_url", OPTIONAL_TEXT, None, "base of the links notifications carry (none: --http)"),
         ("queue_size", POSITIVE_INT, 1000, "notifications waiting per channel before new ones are dropped"),
@@ -166,7 +216,8 @@ ALERTS = Section(
 DRIFT = Section(
     "drift",
     "the continuous drift check: recent window against a baseline, into drift_events",
-    _file(
+    _rows(
+        "drift",
         ("enabled", BOOL, True, "run the drift check in serve"),
         ("interval_s", POSITIVE_SECONDS, 300.0, "seconds between checks"),
         ("metrics", NAMES, (), "only these metrics (empty: all)"),
@@ -196,10 +247,11 @@ DRIFT = Section(
 METRICS_EXPORT = Section(
     "metrics_export",
     "run, tool-call and score metrics for Prometheus (/metrics) and OTLP",
-    _file(
+    _rows(
+        "metrics_export",
         ("prometheus", BOOL, True, "serve /metrics on the HTTP port"),
         ("otlp_endpoint", OPTIONAL_TEXT, None, "push OTLP metrics and evaluation events here (none: off)"),
-        ("otlp_protocol", TEXT, "grpc", "grpc or http"),
+        ("otlp_protocol", choice("grpc", "http"), "grpc", "grpc or http"),
         ("otlp_headers", MAPPING, (), "headers sent with OTLP pushes (e.g. an API key)"),
         ("evaluation_events", BOOL, True, "gen_ai.evaluation.result log events, when otlp_endpoint is set"),
         ("interval_s", POSITIVE_SECONDS, 10.0, "how often new runs and scores are read and pushed"),
@@ -217,3 +269,73 @@ CONFIG_SECTIONS: Final[tuple[Section, ...]] = (
     DRIFT,
     METRICS_EXPORT,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluatorSettings:
+    """Every evaluator section, resolved (env > file > default) and parsed: what the composition
+    root hands each part of the sidecar."""
+
+    evaluators: EvaluatorConfig
+    drift: DriftConfig
+    metrics_export: MetricsExportConfig
+    alerts: AlertsConfig
+    judges: JudgeConfigs  # `judges:` with `judge_defaults:` merged in, and the inline judges' model
+    config_file: str | None = None
+
+
+def load(config_file: str | None, environ: Mapping[str, str] | None = None) -> EvaluatorSettings:
+    """The evaluators' sections of `config_file` (read once) with the environment's values over
+    them, each checked by its table and built by its parser; ConfigError names the variable or
+    the file, the section and the key."""
+    parsed = _parse(_document(config_file), config_file, os.environ if environ is None else environ)
+    return EvaluatorSettings(
+        evaluators=parsed["evaluators"],
+        drift=parsed["drift"],
+        metrics_export=parsed["metrics_export"],
+        alerts=parsed["alerts"],
+        judges=parsed["judges"],
+        config_file=config_file,
+    )
+
+
+def load_judges(config_file: str | None, environ: Mapping[str, str] | None = None) -> JudgeConfigs:
+    """The judges' sections alone, as `load` reads them: what a judges reload reads again."""
+    environ = os.environ if environ is None else environ
+    judges: JudgeConfigs = _parse(_document(config_file), config_file, environ, (JUDGE_DEFAULTS, JUDGES))[
+        "judges"
+    ]
+    return judges
+
+
+def load_evaluators(config_file: str | None, environ: Mapping[str, str] | None = None) -> EvaluatorConfig:
+    """The `evaluators:` section alone, as `load` reads it: what `agenttrail worker` scores with."""
+    environ = os.environ if environ is None else environ
+    evaluator: EvaluatorConfig = _parse(_document(config_file), config_file, environ, (EVALUATORS,))[
+        "evaluators"
+    ]
+    return evaluator
+
+
+def _document(config_file: str | None) -> dict[str, Any]:
+    return read_config_document(config_file) if config_file else {}
+
+
+def _parse(
+    document: Mapping[str, Any],
+    config_file: str | None,
+    environ: Mapping[str, str],
+    sections: tuple[Section, ...] | None = None,
+) -> dict[str, Any]:
+    """Each section's parser over the effective document. `judge_defaults` and `judges` share
+    one parser (the judges' configs), run once with the variables of both."""
+    values = {
+        section.name: resolve_section(section, document, config_file, environ)
+        for section in sections or CONFIG_SECTIONS
+    }
+    effective = with_sections(document, list(values.values()))
+    source = f"config file {config_file}" if config_file else "configuration (no config file)"
+    defaults = values.pop(JUDGE_DEFAULTS.name, None)
+    if defaults is not None and JUDGES.name in values:
+        values[JUDGES.name] = replace(values[JUDGES.name], from_env=defaults.from_env)
+    return {name: check_section(section_values, effective, source) for name, section_values in values.items()}

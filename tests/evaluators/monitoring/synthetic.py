@@ -9,7 +9,7 @@ from typing import Any
 from otlp_builders import new_span_id, new_trace_id
 from trajectory_rows import agent_run, deleted_row, insert_trajectories, run_row
 
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import ScoreRow
 
 
 @dataclass
@@ -53,10 +53,10 @@ def trajectory_row(run: Run, *, version: int = 1, deleted: bool = False) -> tupl
 
 def score_rows(
     run: Run, *, evaluator_version: str = "ev1", created: float | None = None, revision: int = 1
-) -> list[tuple[Any, ...]]:
+) -> list[ScoreRow]:
     stamp = f"{created if created is not None else run.start + 1:.6f}"
     return [
-        (
+        ScoreRow(
             run.trace_id,
             run.root,
             metric,
@@ -88,4 +88,4 @@ def store_runs(store: Any, runs: Sequence[Run]) -> None:
             Run(**{**run.__dict__, "scores": {"latency": run.latency_s, "failure": float(run.failure)}})
         )
     ]
-    store.insert_rows("scores", SCORE_COLUMNS, rows)
+    store.insert("scores", rows)

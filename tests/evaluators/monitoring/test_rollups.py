@@ -36,7 +36,6 @@ from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 from .synthetic import Run, score_rows, store_runs, trajectory_row
 
@@ -168,7 +167,7 @@ class History:
             self.runs[index] = changed
         insert_trajectories(self.store, trajectories)
         if scores:
-            self.store.insert_rows("scores", SCORE_COLUMNS, scores)
+            self.store.insert("scores", scores)
         if sweep:
             delete_scores_of_deleted_runs(self.store)
 

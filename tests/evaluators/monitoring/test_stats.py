@@ -17,7 +17,6 @@ from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
 
 from .synthetic import Run, score_rows, store_runs, trajectory_row
 
@@ -158,9 +157,7 @@ def test_latest_version_counts_once_and_deleted_runs_not_at_all(stats_store: Any
         stats_store, [trajectory_row(changed, version=2), trajectory_row(runs[1], version=2, deleted=True)]
     )
     rescored = Run(**{**runs[2].__dict__, "scores": {"trajectory_precision": 1.0}})
-    stats_store.insert_rows(
-        "scores", SCORE_COLUMNS, score_rows(rescored, evaluator_version="ev2", created=base + 7200)
-    )
+    stats_store.insert("scores", score_rows(rescored, evaluator_version="ev2", created=base + 7200))
     [row] = query_stats(stats_store, StatsQuery(since=at(base), until=at(base + HOUR), bucket_s=HOUR))
     assert row["runs"] == 3
     assert row["failures"] == 1

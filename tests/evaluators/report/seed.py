@@ -12,7 +12,7 @@ from trajectory_rows import agent_run, store_runs
 from agenttrail.collector.trajectory import AgentRun
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS, DriftEventRow
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import ScoreRow
 
 HOURS = 6
 # drift_events and alert_history, as the sidecar creates them
@@ -67,7 +67,7 @@ def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[st
             quality = (0.4 if degraded else 0.9) + rng.uniform(-0.1, 0.1)
             for metric, value in (("trajectory_recall", quality), ("latency", latency), ("failure", failed)):
                 scores.append(
-                    (
+                    ScoreRow(
                         trace,
                         root,
                         metric,
@@ -87,7 +87,7 @@ def seed_runs(store: Any, *, now: float | None = None, seed: int = 3) -> dict[st
                 )
             at += rng.uniform(90, 150)
     store_runs(store, runs, assembled_at=now)
-    store.insert_rows("scores", SCORE_COLUMNS, scores)
+    store.insert("scores", scores)
     return {"start": start, "midpoint": midpoint, "now": now, "runs": runs, "scores": scores}
 
 

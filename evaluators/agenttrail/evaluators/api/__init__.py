@@ -13,20 +13,22 @@ from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.api.judges import ApiJudges
 from agenttrail.evaluators.api.service import EvaluationApi, JudgeResolver
 from agenttrail.evaluators.judges import ClientPool
+from agenttrail.evaluators.judges.config import JudgeConfigs
 
 
 def install_api(
     sidecar: Sidecar,
     default_metrics: Sequence[str],
-    config_file: str | None,
+    judge_configs: JudgeConfigs,
     judge_clients: ClientPool | None = None,
 ) -> ApiJudges:
     """Serve the evaluation API on the sidecar's gRPC port, behind the same bearer token as OTLP.
 
-    Evaluate's default metrics are the online evaluator's; its judges are the config file's,
-    on `judge_clients` (pass the online judges' pool so both share each model's budget).
+    Evaluate's default metrics are the online evaluator's; its judges are the configured ones
+    (`judge_configs`, as the online worker has them), on `judge_clients` (pass the online
+    judges' pool so both share each model's budget).
     """
-    judges = ApiJudges.from_config_file(config_file, judge_clients)
+    judges = ApiJudges.from_configs(judge_configs, judge_clients)
 
     def authorize(context: grpc.ServicerContext) -> bool:
         receiver = sidecar.grpc

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agenttrail.collector.config import read_config_document
 from agenttrail.collector.errors import ConfigError
 from agenttrail.evaluators.judges import (
     ClientPool,
@@ -28,7 +27,7 @@ from agenttrail.evaluators.judges import (
     JudgeSettings,
     build_judge,
 )
-from agenttrail.evaluators.judges.config import JudgesConfig
+from agenttrail.evaluators.judges.config import JudgeConfigs, JudgesConfig
 from agenttrail.evaluators.judges.setup import build_online_judge
 
 INLINE_KEYS = frozenset({"name", "type", "options"})
@@ -51,23 +50,23 @@ class ApiJudges:
         self._lock = threading.Lock()  # the pool and the cache are shared by the gRPC threads
 
     @classmethod
-    def from_config_file(cls, path: str | None, pool: ClientPool | None = None) -> ApiJudges:
-        """The config file's `judges:` and `judge_defaults:` sections, as the online worker reads them."""
-        config = JudgesConfig.from_file(path)
-        defaults = _judge_defaults(path)
-        inline = (
-            JudgeSettings.from_mapping(defaults, f"{config.source}: judge_defaults") if defaults else None
-        )
-        return cls(config, pool=pool, inline_settings=inline)
+    def from_configs(cls, configs: JudgeConfigs, pool: ClientPool | None = None) -> ApiJudges:
+        """The `judges:` and `judge_defaults:` sections, as the online worker has them."""
+        return cls(configs.judges, pool=pool, inline_settings=configs.inline)
 
-    def reloaded(self, path: str | None) -> Callable[[], None]:
-        """The config file read again and checked now; the function returned puts it in force
-        (a judges reload: nothing changes unless every part of the new config is valid)."""
-        fresh = ApiJudges.from_config_file(path, self._pool)
+    @classmethod
+    def from_config_file(cls, path: str | None, pool: ClientPool | None = None) -> ApiJudges:
+        """The config file's sections alone (the sidecar's come from the composition root)."""
+        return cls.from_configs(JudgeConfigs.from_file(path), pool)
+
+    def reloaded(self, fresh: JudgeConfigs) -> Callable[[], None]:
+        """The sections read again (a judges reload), checked now; the function returned puts
+        them in force (nothing changes unless every part of the new config is valid)."""
+        new = ApiJudges.from_configs(fresh, self._pool)
 
         def swap() -> None:
             with self._lock:
-                self._config, self._inline_settings, self._built = fresh._config, fresh._inline_settings, {}
+                self._config, self._inline_settings, self._built = new._config, new._inline_settings, {}
 
         return swap
 
@@ -137,10 +136,3 @@ class _Pinned:
             result if result.version == self.version else dataclasses.replace(result, version=self.version)
             for result in self._judge.evaluate(run)
         ]
-
-
-def _judge_defaults(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    defaults = read_config_document(path, "judge_defaults").get("judge_defaults")
-    return dict(defaults) if isinstance(defaults, dict) and defaults.get("model") else {}

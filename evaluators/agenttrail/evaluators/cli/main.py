@@ -34,7 +34,7 @@ from agenttrail.collector.cli import (
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.evaluators import composition
+from agenttrail.evaluators import composition, config_sections
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 
 cli = make_cli(
@@ -216,7 +216,7 @@ def scores(
 @store_options
 def worker(store: str | None, database: str | None, config_file: str | None) -> None:
     """Run the evaluator alone against a ClickHouse server that collectors write to."""
-    from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
+    from agenttrail.evaluators.scoring.worker import EvaluatorWorker
 
     config = config_from({"store": store, "database": database}, config_file)
     location = parse_store(config.store, config.database)
@@ -226,7 +226,7 @@ def worker(store: str | None, database: str | None, config_file: str | None) -> 
             "with the embedded store, `agenttrail serve` already runs the evaluator"
         )
     try:
-        evaluator_config = EvaluatorConfig.from_file(config_file)
+        evaluator_config = config_sections.load_evaluators(config_file)  # env over the file
         first = Store(location)
         migrate(first, ALL_MIGRATIONS)
         evaluator = EvaluatorWorker(first.clone, evaluator_config)

@@ -18,15 +18,16 @@ PREFIX = "/console"
 
 def install_console(
     sidecar: Sidecar,
-    config_file: str | None,
     *,
     evaluator: EvaluatorConfig,
+    alerts: AlertsConfig,
     scoring: EvaluatorWorker | None = None,
     judges: LiveJudges | None = None,
 ) -> None:
     """Add the runs read route and mount the console. The composition root hands over what it
-    reads: the evaluator's settings, its worker (woken when references change) and the judges in
-    force (a run's audit lists them as they are when the page is asked for, after any reload)."""
+    reads: the evaluator's and the alerts' settings, the evaluator's worker (woken when
+    references change) and the judges in force (a run's audit lists them as they are when the
+    page is asked for, after any reload)."""
     store = lazy_store(sidecar)
 
     def runs_route(params: dict[str, str]) -> list[dict[str, Any]]:
@@ -46,7 +47,7 @@ def install_console(
         bearer_token=sidecar.config.bearer_token,
         evaluator=evaluator,
         judges=judge_subjects,
-        alert_rules=AlertsConfig.from_file(config_file).rules,
+        alert_rules=alerts.rules,
         on_references_changed=scoring.rescan if scoring else None,
     )
     sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings))

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from agenttrail.collector.config import read_config_document
 from agenttrail.collector.errors import ConfigError
+from agenttrail.evaluators.judges.client import JudgeSettings
 from agenttrail.evaluators.scoring.worker import sample_fraction
 
 FailureFilter = Literal["any", "failed", "succeeded"]
@@ -173,4 +174,30 @@ class JudgesConfig:
     def from_file(cls, path: str | Path | None) -> JudgesConfig:
         if not path:
             return cls()
+        return cls.from_document(read_config_document(path, "judges"), f"config file {path}")
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeConfigs:
+    """What the `judges:` and `judge_defaults:` sections configure: the online judges, and the
+    model connection of the evaluation API's inline judges (judge_defaults with a model, else
+    None)."""
+
+    judges: JudgesConfig
+    inline: JudgeSettings | None = None
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any], source: str) -> JudgeConfigs:
+        """From a config file's top level (the composition root's, environment values in place)."""
+        judges = JudgesConfig.from_document(document, source)
+        defaults = document.get("judge_defaults")
+        if isinstance(defaults, dict) and defaults.get("model"):
+            return cls(judges, JudgeSettings.from_mapping(defaults, f"{source}: judge_defaults"))
+        return cls(judges)
+
+    @classmethod
+    def from_file(cls, path: str | None) -> JudgeConfigs:
+        """The file's sections alone (no environment values): for tests and tools given a file."""
+        if not path:
+            return cls(JudgesConfig())
         return cls.from_document(read_config_document(path, "judges"), f"config file {path}")

@@ -36,7 +36,6 @@ from agenttrail.evaluators.scoring.run_queue import DecisionRow, now_stamp, reco
 from agenttrail.evaluators.scoring.schema import ScoreRow
 from agenttrail.instrumentation.attributes import AGENTTRAIL_CONVERSATION_ENDED as CONVERSATION_ENDED
 
-JUDGE_SCORE_COLUMNS = ScoreRow._fields  # a verdict fills every column
 _CONVERSATIONS = f"""
 SELECT {TRAJECTORY_JSON_COLUMNS} FROM trajectories FINAL
 WHERE IsDeleted = 0 AND ConversationId IN {{ids:Array(String)}}

@@ -1,8 +1,9 @@
 """Configured judges, built and wired: into the sidecar (worker, health, audit route) and the CLI.
 
-In a running sidecar the `judges:` section in force is a `LiveJudges`: read at start, replaced
-whole by a reload (`agenttrail judges reload`, or SIGHUP to serve) only when every judge of the
-edited section builds; a refused reload leaves the judges in force as they were.
+In a running sidecar the `judges:` section in force is a `LiveJudges`: handed over at start by
+the composition root, replaced whole by a reload (`agenttrail judges reload`, or SIGHUP to
+serve), which reads the config file again, only when every judge of the edited section builds;
+a refused reload leaves the judges in force as they were.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.judges.config import JudgesConfig, JudgeSpec
+from agenttrail.evaluators.judges.config import JudgeConfigs, JudgesConfig, JudgeSpec
 from agenttrail.evaluators.judges.registry import ClientPool, JudgeDefinition
 from agenttrail.evaluators.judges.runs import OnlineJudge
 from agenttrail.evaluators.judges.worker import JudgeWorker
@@ -125,15 +126,27 @@ def judge_rows(config: JudgesConfig, judges: Sequence[OnlineJudge]) -> list[dict
 class LiveJudges:
     """The judges in force in a running sidecar, and the reload that replaces them."""
 
-    def __init__(self, config_file: str | None, pool: ClientPool | None = None) -> None:
+    def __init__(
+        self,
+        config_file: str | None,
+        pool: ClientPool | None = None,
+        *,
+        configs: JudgeConfigs | None = None,
+        reread: Callable[[], JudgeConfigs] | None = None,
+    ) -> None:
+        """`configs`: the sections in force at start (None: read from `config_file`); `reread`:
+        how a reload reads them again (the composition root's, with the environment's values;
+        None: the file alone)."""
         self.config_file = config_file
         self._pool = pool or ClientPool()
-        self.config = JudgesConfig.from_file(config_file)
+        self._reread = reread or (lambda: JudgeConfigs.from_file(config_file))
+        self.config = (configs or self._reread()).judges
         self.judges: tuple[OnlineJudge, ...] = tuple(build_online_judges(self.config, self._pool))
         self.worker: JudgeWorker | None = None
-        # Others that read the judges section (the evaluation API): each checks the file and
-        # returns the function that puts it in force, called only once every check passed.
-        self.also: list[Callable[[str | None], Callable[[], None]]] = []
+        # Others that read the judges' sections (the evaluation API): each checks the fresh
+        # sections and returns the function that puts them in force, called only once every
+        # check passed.
+        self.also: list[Callable[[JudgeConfigs], Callable[[], None]]] = []
         self._lock = threading.Lock()
 
     def rows(self) -> list[dict[str, Any]]:
@@ -148,9 +161,10 @@ class LiveJudges:
                 "restart it with --config FILE"
             )
         with self._lock:
-            config = JudgesConfig.from_file(self.config_file)
+            fresh = self._reread()
+            config = fresh.judges
             judges = tuple(build_online_judges(config, self._pool))
-            swaps = [prepare(self.config_file) for prepare in self.also]
+            swaps = [prepare(fresh) for prepare in self.also]
             summary = self._summary(config, judges)
             self.config, self.judges = config, judges
             for swap in swaps:
@@ -204,13 +218,17 @@ class LiveJudges:
 
 def install_judges(
     sidecar: Sidecar,
-    config_file: str | None,
+    configs: JudgeConfigs,
     evaluator: EvaluatorConfig,
     pool: ClientPool | None = None,
+    *,
+    config_file: str | None = None,
+    reread: Callable[[], JudgeConfigs] | None = None,
 ) -> LiveJudges:
     """The judge worker (idle while no judge is configured: a reload may add some), its /healthz
-    entry, the audit route, the judges read route and SIGHUP's reload."""
-    live = LiveJudges(config_file, pool)
+    entry, the audit route, the judges read route and SIGHUP's reload (`reread`: how it reads the
+    sections of `config_file` again)."""
+    live = LiveJudges(config_file, pool, configs=configs, reread=reread)
     worker = JudgeWorker(
         sidecar.new_store,
         live.judges,

@@ -7,15 +7,16 @@ from typing import TYPE_CHECKING
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.mcp_server.http import PREFIX, McpHttpApp
-from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from mcp.server.mcpserver import MCPServer
 
 
-def install_mcp(sidecar: Sidecar, config_file: str | None) -> None:
-    """Mount the MCP app; the server (and the SDK) load on its first request."""
-    metrics = EvaluatorConfig.from_file(config_file).metrics
+def install_mcp(sidecar: Sidecar, metrics: Sequence[str]) -> None:
+    """Mount the MCP app (its tools score with `metrics`, the online evaluator's); the server
+    (and the SDK) load on its first request."""
 
     def build() -> MCPServer:
         from agenttrail.evaluators.mcp_server.server import build_server

@@ -309,9 +309,8 @@ def build_feed(store_factory: Callable[[], Store], config: MetricsExportConfig) 
     )
 
 
-def install_metrics_export(sidecar: Sidecar, config_file: str | None) -> MetricsFeed | None:
-    """Add the metrics feed and, if enabled, `GET /metrics` to a sidecar before it starts."""
-    config = MetricsExportConfig.from_file(config_file)
+def install_metrics_export(sidecar: Sidecar, config: MetricsExportConfig) -> MetricsFeed | None:
+    """Add the metrics feed and, if `config` enables it, `GET /metrics` to a sidecar before it starts."""
     if not config.enabled:
         return None
     feed = build_feed(sidecar.new_store, config)

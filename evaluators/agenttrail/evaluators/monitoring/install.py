@@ -13,15 +13,15 @@ from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
     from agenttrail.evaluators.monitoring.drift import DriftSettings
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 
 
-def install_monitoring(sidecar: Sidecar, config_file: str | None) -> None:
-    """Add the drift monitor (unless disabled) and the stats/drift routes."""
+def install_monitoring(sidecar: Sidecar, config: DriftConfig) -> None:
+    """Add the drift monitor (unless `config` disables it) and the stats/drift routes."""
     from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
-    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig, DriftMonitor
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftMonitor
     from agenttrail.evaluators.monitoring.route_store import lazy_store
 
-    config = DriftConfig.from_file(config_file)
     if config.enabled:
         sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
     store = lazy_store(sidecar)

@@ -122,7 +122,7 @@ TTL toDateTime(SeenAt) + INTERVAL 1 DAY
 
 # What an LLM judge's verdict carries beyond a metric value (spec/judges.md). Deterministic
 # metrics leave these at their defaults. Details holds a JSON object (e.g. sub_scores).
-JUDGE_SCORE_COLUMNS = tuple(
+ADD_JUDGE_COLUMNS = tuple(
     f"ALTER TABLE scores ADD COLUMN IF NOT EXISTS {column}"
     for column in (
         "Model LowCardinality(String) DEFAULT ''",
@@ -140,6 +140,6 @@ EVALUATOR_MIGRATIONS: tuple[Migration, ...] = (
         "references, scores, evaluation decisions, worker heartbeats",
         (REFERENCES, SCORES, DECISIONS, HEARTBEATS),
     ),
-    Migration(110, "judge results in scores: model, tokens, latency, cost, details", JUDGE_SCORE_COLUMNS),
+    Migration(110, "judge results in scores: model, tokens, latency, cost, details", ADD_JUDGE_COLUMNS),
     *ROLLUP_MIGRATIONS,
 )

@@ -56,8 +56,6 @@ DEFAULT_METRICS = (
     "trajectory_precision",
     "trajectory_recall",
 )
-# The columns a metric's score fills (the judge columns after them keep their defaults).
-SCORE_COLUMNS = ScoreRow._fields[: ScoreRow._fields.index("CreatedAt") + 1]
 _PENDING_COLUMNS = """t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS,
 t.Failure, t.ToolCalls, t.Revision"""
 

@@ -15,8 +15,7 @@ from llm_server import Reply
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.cli.criteria import criteria
 from agenttrail.evaluators.judges.criteria.critic import propose_criteria, validate_answer
-from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
-from agenttrail.evaluators.scoring.worker import SCORE_COLUMNS
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS, ScoreRow
 
 from .support import client_for, insert_runs, judge_args, run_doc, store_args, user_text, write_runs
 
@@ -153,12 +152,11 @@ def test_cli_examples_from_the_store_by_score_threshold(serve: Any, chdb_dir: Pa
         migrate(store, (*MIGRATIONS, *EVALUATOR_MIGRATIONS))
         insert_runs(store, [good, bad])
         now = f"{time.time():.6f}"
-        store.insert_rows(
+        store.insert(
             "scores",
-            SCORE_COLUMNS,
             [
-                (d["trace_id"], d["root_span_id"], "trajectory_recall", "trajectory", "v", score, "", "",
-                 "shop", "refund", now, 1, 0, "", now)
+                ScoreRow(d["trace_id"], d["root_span_id"], "trajectory_recall", "trajectory", "v", score,
+                         "", "", "shop", "refund", now, 1, 0, "", now)
                 for d, score in ((good, 1.0), (bad, 0.5))
             ],
         )  # fmt: skip

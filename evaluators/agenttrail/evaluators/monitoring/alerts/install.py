@@ -25,9 +25,8 @@ def served_at(sidecar: Sidecar) -> str:
     return f"{scheme}://{host}:{port}"
 
 
-def install_alerts(sidecar: Sidecar, config_file: str | None) -> AlertEvaluator | None:
-    """Add `/api/v1/alerts[/history|/test]`; start the evaluator if rules exist."""
-    config = AlertsConfig.from_file(config_file)
+def install_alerts(sidecar: Sidecar, config: AlertsConfig) -> AlertEvaluator | None:
+    """Add `/api/v1/alerts[/history|/test]`; start the evaluator if `config` has rules."""
     store = lazy_store(sidecar)
 
     def alerts_route(params: dict[str, str]) -> list[dict[str, Any]]:
