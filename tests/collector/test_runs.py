@@ -36,7 +36,8 @@ def test_a_stored_call_without_the_capture_flags_reads_its_fields_or_absent() ->
 
 def test_as_predicted_is_what_the_metrics_compare() -> None:
     """Arguments: a JSON object stays, NOT_CAPTURED stays, anything else (a string cut by the size
-    limit, null) is absent. Output: kept, unless the call failed or its result was not recorded."""
+    limit, null) is absent. Output: kept, unless the call failed or its result was not recorded or
+    is null (the stored form cannot tell a tool that returned None from a call without an output)."""
     traced: list[tuple[Any, Any, str]] = [
         ({"q": "x"}, ["hit"], "ok"),
         (NOT_CAPTURED, ["hit"], "ok"),
@@ -48,7 +49,7 @@ def test_as_predicted_is_what_the_metrics_compare() -> None:
     assert [call.as_predicted() for call in calls] == [
         ToolCall("search", {"q": "x"}, ["hit"]),
         ToolCall("search", NOT_CAPTURED, ["hit"]),
-        ToolCall("search", ABSENT, None),
+        ToolCall("search", ABSENT, ABSENT),
         ToolCall("search", ABSENT, ABSENT),
         ToolCall("search", {"q": "x"}, ABSENT),
     ]

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+import time
 import uuid
 from typing import Any, NamedTuple
 
@@ -10,47 +13,78 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agenttrail.collector.rows import TrajectoryRow
+from agenttrail.collector.rows import ArrivalRow, AssemblyStateRow, MigrationRow, TrajectoryRow
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
+from agenttrail.evaluators.judges.criteria.sets import CriteriaSetRow
+from agenttrail.evaluators.monitoring.alerts.schema import AlertHistoryRow, AlertStateRow
+from agenttrail.evaluators.monitoring.drift_events import DriftEventRow
 from agenttrail.evaluators.scoring.run_queue import DecisionRow
-from agenttrail.evaluators.scoring.schema import ScoreRow
+from agenttrail.evaluators.scoring.schema import HeartbeatRow, ReferenceRow, ScoreRow
 
-ROW_TYPES: dict[str, type[Any]] = {
-    "trajectories": TrajectoryRow,
-    "scores": ScoreRow,
-    "evaluation_decisions": DecisionRow,
+# Every table written from Python with Store.insert, its row type, and a column that tells one
+# test row from the others (given a fresh value per example). `otel_traces` is not here: the
+# decoder's positional rows and ClickHouse's INSERT ... SELECT fill it (test_otlp_sql).
+ROW_TYPES: dict[str, tuple[type[Any], str]] = {
+    "trajectories": (TrajectoryRow, "TraceId"),
+    "trace_arrivals": (ArrivalRow, "TraceId"),
+    "assembly_state": (AssemblyStateRow, "TraceId"),
+    "schema_migrations": (MigrationRow, "Version"),
+    "scores": (ScoreRow, "TraceId"),
+    "evaluation_decisions": (DecisionRow, "TraceId"),
+    "evaluator_heartbeats": (HeartbeatRow, "WorkerId"),
+    "references": (ReferenceRow, "Task"),
+    "criteria_sets": (CriteriaSetRow, "Name"),
+    "drift_events": (DriftEventRow, "Agent"),
+    "alert_state": (AlertStateRow, "Fingerprint"),
+    "alert_history": (AlertHistoryRow, "Fingerprint"),
 }
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 # UInt8 columns are flags (IsDeleted must be 0 or 1).
-_INTEGERS = {"UInt8": 1, "UInt32": 2**32 - 1, "UInt64": 2**63}
+_INTEGERS = {"UInt8": 1, "UInt16": 2**16 - 1, "UInt32": 2**32 - 1, "UInt64": 2**63}
 _FLOATS = st.floats(allow_nan=False, allow_infinity=False)
+_DATETIME64 = re.compile(r"DateTime64\((\d)\)")
 
 
-def micros_text(micros: int) -> str:
-    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
+def fraction_text(units: int, digits: int) -> str:
+    """`seconds.fraction` text of a count of 10**-digits seconds (how builders write DateTime64)."""
+    return f"{units // 10**digits}.{units % 10**digits:0{digits}d}"
 
 
 def column_values(column_type: str) -> st.SearchStrategy[Any]:
     """Values a row may carry for a column of this ClickHouse type (as the builders write them)."""
-    bare = column_type
-    if bare.startswith("LowCardinality("):
-        bare = bare.removeprefix("LowCardinality(").removesuffix(")")
+    bare = column_type.replace("LowCardinality(String)", "String")
+    if bare.startswith("Nullable("):
+        return st.none() | column_values(bare.removeprefix("Nullable(").removesuffix(")"))
     if bare == "String":
         return TEXT
     if bare in _INTEGERS:
         return st.integers(0, _INTEGERS[bare])
     if bare == "Float64":
         return _FLOATS
-    if bare == "Nullable(Float64)":
-        return st.none() | _FLOATS
-    if bare.startswith("DateTime64"):
-        return st.integers(10**15, 4 * 10**15).map(micros_text)  # 2001-2096
-    if bare.startswith("Array("):
+    precision = _DATETIME64.fullmatch(bare)
+    if precision:
+        digits = int(precision.group(1))
+        # From now to 2096: a row already past a table's TTL (arrivals, alert history) is dropped.
+        units = st.integers(int(time.time()) * 10**digits, 4 * 10**9 * 10**digits)
+        return units.map(lambda n: fraction_text(n, digits))
+    if bare == "Array(String)":
         return st.lists(TEXT, max_size=3)
+    if bare == "Map(String, String)":
+        return st.dictionaries(TEXT, TEXT, max_size=3)
     raise AssertionError(f"no values for column type {column_type}: add them here")
+
+
+def read_back(column_type: str, name: str) -> str:
+    """The SELECT expression for a column: a DateTime64 as its microseconds, to compare exactly."""
+    return f"toUnixTimestamp64Micro({name})" if "DateTime64" in column_type else name
+
+
+def written_micros(text: str) -> int:
+    seconds, fraction = text.split(".")
+    return int(seconds) * 1_000_000 + int(fraction.ljust(6, "0"))
 
 
 def described(store: Store, table: str) -> list[tuple[str, str]]:
@@ -66,35 +100,33 @@ def full_store(store: Store) -> Store:
 @pytest.mark.parametrize("table", sorted(ROW_TYPES))
 def test_row_fields_are_the_table_columns(full_store: Store, table: str) -> None:
     """Field names are the columns, in the table's order (a migration's new column is appended to both)."""
-    assert ROW_TYPES[table]._fields == tuple(name for name, _ in described(full_store, table))
+    assert ROW_TYPES[table][0]._fields == tuple(name for name, _ in described(full_store, table))
 
 
 @pytest.mark.parametrize("table", sorted(ROW_TYPES))
 def test_a_row_reads_back_column_by_column(full_store: Store, table: str) -> None:
     """Random rows of the table's type, inserted by `Store.insert`, read back value by value."""
     columns = described(full_store, table)
-    row_type = ROW_TYPES[table]
+    row_type, key = ROW_TYPES[table]
+    key_type = dict(columns)[key]
     rows = st.fixed_dictionaries({name: column_values(kind) for name, kind in columns}).map(
         lambda values: row_type(**values)
     )
-    # A DateTime64 column reads back as its microseconds, compared with the text written.
-    selected = ", ".join(
-        f"toUnixTimestamp64Micro({name})" if kind.startswith("DateTime64") else name for name, kind in columns
-    )
+    selected = ", ".join(read_back(kind, name) for name, kind in columns)
+    numbers = itertools.count(10**6)  # migration versions no list uses
 
     @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(rows)
     def check(row: NamedTuple) -> None:
-        row = row._replace(TraceId=uuid.uuid4().hex)
+        row = row._replace(**{key: next(numbers) if key_type.startswith("UInt") else uuid.uuid4().hex})
         full_store.insert(table, [row])
         (stored,) = full_store.query(
-            f"SELECT {selected} FROM {table} WHERE TraceId = {{t:String}}", {"t": row.TraceId}
+            f"SELECT {selected} FROM {table} WHERE {key} = {{k:{key_type}}}", {"k": getattr(row, key)}
         )
         for (name, kind), read in zip(columns, stored, strict=True):
             written = getattr(row, name)
-            if kind.startswith("DateTime64"):
-                seconds, micros = written.split(".")
-                written = int(seconds) * 1_000_000 + int(micros)
+            if "DateTime64" in kind and written is not None:
+                written = written_micros(written)
             assert read == written, name
 
     check()

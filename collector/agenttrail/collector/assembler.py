@@ -26,7 +26,7 @@ from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreOutOfMemory, StoreUnavailable
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
-from agenttrail.collector.rows import TrajectoryRow
+from agenttrail.collector.rows import AssemblyStateRow, TrajectoryRow
 from agenttrail.collector.runs import AgentRun
 from agenttrail.collector.store import Store
 from agenttrail.collector.trajectory import (
@@ -52,7 +52,6 @@ SQL_MIN_TRACES = 256
 ASSEMBLY_MAX_MEMORY = 256 * 1024 * 1024
 # Chunks assembled within the limit before the chunk size doubles back towards its maximum.
 _GROW_AFTER = 8
-_STATE_COLUMNS = ("TraceId", "AssembledThrough", "RunKeys", "Revision", "Version")
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
        Duration, StatusCode, StatusMessage,
@@ -370,7 +369,7 @@ class Assembler(BackgroundLoop):
         rest = [trace_id for trace_id in ids if trace_id not in plain]
         spans = self._read_spans(rest, bounds, limit) if rest and bounds is not None else {}
         trajectory_rows: list[TrajectoryRow] = []
-        state_rows: list[tuple[Any, ...]] = []
+        state_rows: list[AssemblyStateRow] = []
         for trace_id in ids:
             old_keys, old_revision = previous.get(trace_id, ([], 0))
             revision = old_revision + 1
@@ -385,11 +384,11 @@ class Assembler(BackgroundLoop):
             trajectory_rows.extend(
                 deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
             )
-            state_rows.append((trace_id, _ts6(through[trace_id]), keys, revision, version))
+            state_rows.append(AssemblyStateRow(trace_id, _ts6(through[trace_id]), keys, revision, version))
         self._store.insert("trajectories", trajectory_rows)
         # State last: a crash before it only means the trace is assembled again (recover() reads
         # the runs stored, so that is a re-assembly of them).
-        self._store.insert_rows("assembly_state", _STATE_COLUMNS, state_rows)
+        self._store.insert("assembly_state", state_rows)
         if self._unrecorded:
             with self._lock:
                 for trace_id in ids:

@@ -50,6 +50,7 @@ from agenttrail.collector.otlp_decode import (
 )
 from agenttrail.collector.otlp_sql import SPOOL_SOURCE, format_settings, span_rows_select
 from agenttrail.collector.quarantine import Quarantine
+from agenttrail.collector.rows import ArrivalRow
 from agenttrail.collector.spool import Spool, encode_records
 from agenttrail.collector.store import Store
 
@@ -57,8 +58,6 @@ log = logging.getLogger(__name__)
 
 # Called after spans are stored: trace id -> whether an agent span arrived, and the arrival time.
 ArrivalListener = Callable[[dict[str, bool], float], None]
-
-_ARRIVAL_COLUMNS = ("TraceId", "ArrivedAt", "HasAgent")
 
 
 @dataclass(slots=True)
@@ -540,10 +539,9 @@ class IngestPipeline:
         arrived_at = max(time.time(), self._last_arrival + 1e-6)
         self._last_arrival = arrived_at
         stamp = f"{arrived_at:.6f}"
-        self._store.insert_rows(
+        self._store.insert(
             "trace_arrivals",
-            _ARRIVAL_COLUMNS,
-            [(trace_id, stamp, int(has_agent)) for trace_id, has_agent in batch.traces.items()],
+            [ArrivalRow(trace_id, stamp, int(has_agent)) for trace_id, has_agent in batch.traces.items()],
             dedup_token=f"{token}:arrivals" if token else None,
         )
         return arrived_at

@@ -1,8 +1,13 @@
 """Rows as the store's inserts take them: one NamedTuple per table, whose field names are the
 table's column names. `Store.insert` reads the columns from the row's type, so a row cannot
 reach the wrong columns, and builders name each value (`TrajectoryRow(Agent=...)`) instead of
-counting positions in a 28-field tuple. The evaluators' `ScoreRow` lives with their tables
-(`evaluators/scoring/schema.py`).
+counting positions in a 28-field tuple. The evaluators' row types live with their tables
+(`evaluators/scoring/schema.py` `ScoreRow` ...).
+
+`otel_traces` has none: its Nested columns (`Events.Timestamp` ...) are not identifiers, and
+its rows are ClickHouse's own (`INSERT ... SELECT` over the spool) or the decoder's positional
+tuples in `otlp_decode.OTEL_TRACES_COLUMNS` order, built in the hot loop and inserted with
+`Store.insert_rows`.
 """
 
 from __future__ import annotations
@@ -42,3 +47,30 @@ class TrajectoryRow(NamedTuple):
     IsDeleted: int
     AvailableTools: str
     Incomplete: int
+
+
+class ArrivalRow(NamedTuple):
+    """A `trace_arrivals` row: a trace had spans in one stored batch (what assembly resumes from)."""
+
+    TraceId: str
+    ArrivedAt: str  # `seconds.fraction` text, strictly increasing per sidecar
+    HasAgent: int
+
+
+class AssemblyStateRow(NamedTuple):
+    """An `assembly_state` row: how far a trace is assembled and which runs it left."""
+
+    TraceId: str
+    AssembledThrough: str  # `seconds.fraction` text: arrivals up to here are assembled
+    RunKeys: list[str]  # the root span ids of the runs stored for the trace
+    Revision: int
+    Version: int
+
+
+class MigrationRow(NamedTuple):
+    """A `schema_migrations` row: one applied migration (schema.migrate)."""
+
+    Version: int
+    Name: str
+    AppliedAt: str  # `seconds.fraction` text
+    Checksum: str

@@ -13,14 +13,17 @@ A call's ``input`` and ``output`` are a JSON value, or one of two markers that a
 ``build_runs`` fills the trace fields (status, latency, span id, agent, times, call id); a call
 read from a dataset or a reference has only name, input and output, the rest at their defaults.
 The metrics compare name, input and output; ``as_predicted`` is what they compare of a traced
-call, and both the online scorer (through ``from_json``) and offline evaluation use it.
+call. Every path that scores a traced run reads its calls through it: the online scorer and a
+dataset of runs from the stored form (``predicted_calls``), runnable offline evaluation from
+``build_runs``, so one run gives one predicted trajectory whichever way it arrives.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field, fields
+from datetime import datetime
 from typing import Any, Final
 
 
@@ -103,10 +106,18 @@ class ToolCall:
     def as_predicted(self) -> ToolCall:
         """The call as the metrics compare it on the predicted side: arguments that are not a JSON
         object (cut to a string by the size limit, a lossy framework copy, null) are ABSENT,
-        NOT_CAPTURED stays; a failed call, or one whose result was not recorded, has no output."""
+        NOT_CAPTURED stays; a failed call, one whose result was not recorded, and one whose result
+        is null (the stored form cannot tell a tool that returned None from a call without an
+        output) have no output."""
         arguments = self.input if self.input is NOT_CAPTURED or isinstance(self.input, dict) else ABSENT
-        no_output = self.status == "error" or isinstance(self.output, Absent)
+        no_output = self.status == "error" or self.output is None or isinstance(self.output, Absent)
         return ToolCall(self.name, arguments, ABSENT if no_output else self.output)
+
+
+def predicted_calls(stored: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
+    """Calls in the stored form (`to_json`: a `trajectories` row, `agenttrail trajectories --format
+    json`, a dataset of such runs) as the metrics compare them."""
+    return [ToolCall.from_json(call).as_predicted() for call in stored]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,3 +157,41 @@ class AgentRun:
     model: str = ""  # the model of the run's first model span (requested, else responding)
     incomplete: bool = False  # the run's root span never arrived (its agent span never ended)
     available_tools: list[ToolDefinition] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> AgentRun:
+        """A run as `agenttrail trajectories --format json` prints it (`queries.trajectory_to_json`)
+        read back. That form does not carry the agent id and version, the service, the model or the
+        span count (left empty), the start below the microsecond, or the calls' start and end."""
+        start = document.get("start")
+        start_ns = 0
+        if isinstance(start, str) and start:
+            moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
+            start_ns = (
+                int(moment.replace(microsecond=0).timestamp()) * 1_000_000 + moment.microsecond
+            ) * 1000
+        return cls(
+            trace_id=str(document.get("trace_id") or ""),
+            root_span_id=str(document.get("root_span_id") or ""),
+            agent=str(document.get("agent") or ""),
+            agent_id="",
+            agent_version="",
+            task=str(document.get("task") or ""),
+            conversation_id=str(document.get("conversation_id") or ""),
+            service_name="",
+            start_ns=start_ns,
+            latency_s=float(document.get("latency_s") or 0.0),
+            failure=bool(document.get("failure")),
+            error_type=str(document.get("error_type") or ""),
+            input=document.get("input"),
+            output=document.get("output"),
+            input_tokens=int(document.get("input_tokens") or 0),
+            output_tokens=int(document.get("output_tokens") or 0),
+            span_count=0,
+            tool_calls=[ToolCall.from_json(call) for call in document.get("tool_calls") or []],
+            incomplete=bool(document.get("incomplete")),
+            available_tools=[
+                ToolDefinition(str(tool["name"]), str(tool.get("description") or ""), tool.get("parameters"))
+                for tool in document.get("available_tools") or []
+            ],
+        )

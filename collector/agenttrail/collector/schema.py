@@ -15,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agenttrail.collector.errors import StoreError
+from agenttrail.collector.rows import MigrationRow
 
 if TYPE_CHECKING:
     from agenttrail.collector.store import Store
@@ -308,10 +310,9 @@ def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[
             done.append(migration)
     finally:
         if done:
-            store.insert_rows(
-                "schema_migrations",
-                ("Version", "Name", "Checksum"),
-                [(m.version, m.name, m.checksum) for m in done],
+            applied = f"{time.time():.3f}"
+            store.insert(
+                "schema_migrations", [MigrationRow(m.version, m.name, applied, m.checksum) for m in done]
             )
     return [m.version for m in done]
 

@@ -260,6 +260,9 @@ class Store:
     ) -> None:
         """Append rows as one JSONCompactColumns block, typed by the table's column types.
 
+        Rows named by a column list: the spans' path (`otel_traces` has no row type, see
+        `rows.py`) and tests that write some columns only. Every other table goes through `insert`.
+
         One C-level JSON encode of the transposed rows is several times faster than the
         driver's Native encoder for map-heavy span rows, and ClickHouse parses it faster than
         row-wise JSON. `dedup_token` makes a replayed block a no-op (tables carry a

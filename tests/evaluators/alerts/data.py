@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from trajectory_rows import agent_run, store_runs
 
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS
+from agenttrail.evaluators.monitoring.drift_events import DriftEventRow
 
 
 class Clock:
@@ -75,6 +75,8 @@ def insert_scores(store: Store, *, agent: str, metric: str, at: float, values: S
 
 
 def insert_drift(store: Store, *, agent: str, metric: str, at: float, drifted: bool = True) -> None:
-    row = (f"{at:.3f}", agent, "", metric, "mann_whitney", int(drifted), 0.001, 0.8, 500, 120, 0.9, 0.6)
-    row += (f"{at - 3600:.3f}", f"{at:.3f}", "recent window lower")
-    store.insert_rows("drift_events", DRIFT_EVENT_COLUMNS, [row])
+    row = DriftEventRow(
+        f"{at:.3f}", agent, "", metric, "mann_whitney", int(drifted), 0.001, 0.8, 500, 120, 0.9, 0.6,
+        f"{at - 3600:.3f}", f"{at:.3f}", "recent window lower",
+    )  # fmt: skip
+    store.insert("drift_events", [row])

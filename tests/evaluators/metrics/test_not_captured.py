@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agenttrail.collector.runs import predicted_calls
 from agenttrail.evaluators.metrics import (
     METRICS,
     NOT_CAPTURED,
@@ -20,7 +21,6 @@ from agenttrail.evaluators.metrics import (
     parse_trajectory,
     tool_correctness,
 )
-from agenttrail.evaluators.scoring.worker import predicted_calls
 
 from .strategies import INPUTS, MODES, REFERENCE_INPUTS, trajectories
 
@@ -75,13 +75,18 @@ def test_metrics_are_missing_with_a_reason_not_zero() -> None:
 
 
 def test_stored_and_dataset_forms_say_not_captured() -> None:
-    """`input_captured: false` in a stored trajectory or a DeepEval-style row reads as NOT_CAPTURED."""
+    """`input_captured: false` (or `output_captured: false`) in a stored trajectory or a
+    DeepEval-style row reads as NOT_CAPTURED."""
     stored = [{"name": "search", "input": None, "input_captured": False, "output": None, "status": "ok"}]
     assert predicted_calls(stored) == [BLIND]
     assert predicted_calls([{"name": "search", "input": {}, "status": "ok"}])[0].input == {}
     assert parse_trajectory([{"name": "search", "args": {}, "input_captured": False}]) == [BLIND]
     [kept] = parse_trajectory([{"name": "search", "input_captured": False, "output": {"hits": 2}}])
     assert (kept.input, kept.output) == (NOT_CAPTURED, {"hits": 2})  # the output is still compared
+    [blind] = parse_trajectory(
+        [{"name": "search", "args": {"q": 1}, "output": None, "output_captured": False}]
+    )
+    assert (blind.input, blind.output) == ({"q": 1}, NOT_CAPTURED)  # not the null result it stands for
     with pytest.raises(TrajectoryFormatError, match=r"^trajectory\[0\].name: expected a non-empty tool name"):
         parse_trajectory([{"name": "", "input_captured": False}])
 

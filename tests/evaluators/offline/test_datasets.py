@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agenttrail.evaluators.metrics import ABSENT, ToolCall
+from agenttrail.evaluators.metrics import ABSENT, NOT_CAPTURED, ToolCall
 from agenttrail.evaluators.offline.datasets import DatasetError, DatasetRow, RowError, load_dataset, parse_row
 
 SEARCH = {"tool_name": "search", "tool_input": {"q": "x"}}
@@ -270,3 +270,28 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     (row,) = good(load_dataset(path))
     assert row.query == "hi"
     assert row.predicted == []
+
+
+def test_a_run_row_carries_its_run_and_reads_its_calls_as_online(tmp_path: Path) -> None:
+    """A run as `trajectories --format json` prints it: `run` is its AgentRun, arguments not
+    captured stay NOT_CAPTURED (not null), a string cut by the size limit is no arguments (not a
+    bad row), and a run the model cannot read is a RowError saying so; the next row still loads."""
+    calls = [
+        {"name": "audit", "input": None, "input_captured": False, "output": None, "output_captured": False},
+        {"name": "search", "input": '{"q": "cut', "output": ["x"], "status": "ok"},
+    ]
+    run = {"trace_id": "t1", "agent": "bot", "start": "2026-01-02T03:04:05.123456Z", "tool_calls": calls}
+    broken = {**run, "start": "yesterday"}
+    first, second, third = load_dataset(write_jsonl(tmp_path / "runs.jsonl", [run, broken, run]))
+    assert isinstance(first, DatasetRow)
+    assert first.predicted == [ToolCall("audit", NOT_CAPTURED), ToolCall("search", output=["x"])]
+    assert first.run is not None
+    assert (first.run.trace_id, first.run.agent, first.run.start_ns) == (
+        "t1",
+        "bot",
+        1_767_323_045_123_456_000,
+    )
+    assert first.run.tool_calls[0] == ToolCall("audit", NOT_CAPTURED, NOT_CAPTURED)
+    assert isinstance(second, RowError)
+    assert "not a run as `agenttrail trajectories --format json` prints it (ValueError" in str(second)
+    assert isinstance(third, DatasetRow)

@@ -11,7 +11,7 @@ from trajectory_rows import agent_run, store_runs
 
 from agenttrail.collector.trajectory import AgentRun
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
-from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENT_COLUMNS, MONITORING_MIGRATIONS
+from agenttrail.evaluators.monitoring.drift_events import MONITORING_MIGRATIONS, DriftEventRow
 from agenttrail.evaluators.scoring.schema import ScoreRow
 
 HOURS = 6
@@ -96,11 +96,10 @@ def seed_drift_and_alerts(store: Any, seeded: dict[str, Any]) -> None:
 
     The tables come from the monitoring migrations (`MONITORING_TABLES`)."""
     detected = seeded["midpoint"] + 1800
-    store.insert_rows(
+    store.insert(
         "drift_events",
-        DRIFT_EVENT_COLUMNS,
         [
-            (
+            DriftEventRow(
                 _ts(detected),
                 "bot",
                 "refund",
@@ -117,7 +116,7 @@ def seed_drift_and_alerts(store: Any, seeded: dict[str, Any]) -> None:
                 _ts(detected),
                 "recall fell",
             ),
-            (
+            DriftEventRow(
                 _ts(detected),
                 "helper",
                 "refund",

@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError, Message
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.collector.errors import AgentTrailError, StoreError, StoreUnavailable
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, query_trajectories
+from agenttrail.collector.runs import predicted_calls
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.api.convert import (
     json_field,
@@ -49,7 +50,7 @@ from agenttrail.evaluators.offline.evaluate import (
 )
 from agenttrail.evaluators.scoring.reference_store import latest_references
 from agenttrail.evaluators.scoring.references import ReferenceEntry
-from agenttrail.evaluators.scoring.worker import EVALUATOR, EvaluatorConfig, metric_label, predicted_calls
+from agenttrail.evaluators.scoring.worker import EVALUATOR, EvaluatorConfig, metric_label
 
 log = logging.getLogger(__name__)
 

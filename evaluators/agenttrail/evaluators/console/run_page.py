@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrail.collector.queries import TrajectoryFilter, iso_utc, query_trajectories
+from agenttrail.collector.runs import predicted_calls
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.console.alignment import Step, align, call_view, matcher_for
 from agenttrail.evaluators.metrics import METRICS
@@ -20,7 +21,6 @@ from agenttrail.evaluators.metrics import trajectory as trajectory_metrics
 from agenttrail.evaluators.scoring.audit import AuditSubject, audit_run
 from agenttrail.evaluators.scoring.reference_store import StoredReference, latest_references
 from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
-from agenttrail.evaluators.scoring.worker import predicted_calls
 
 _SPANS = """
 SELECT SpanId, ParentSpanId, SpanName, toUnixTimestamp64Nano(Timestamp), Duration, StatusCode, StatusMessage,

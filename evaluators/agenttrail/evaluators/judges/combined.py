@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from agenttrail.collector.runs import predicted_calls
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.judges.base import Judge, JudgeInput, JudgeResult
 from agenttrail.evaluators.judges.tool_selection import ToolSelectionJudge, reference_calls
 from agenttrail.evaluators.metrics.correctness import avg_score, multiply_score, tool_correctness
 from agenttrail.evaluators.scoring.run_queue import now_stamp
 from agenttrail.evaluators.scoring.schema import ScoreRow
-from agenttrail.evaluators.scoring.worker import predicted_calls
 
 TOOL_CORRECTNESS: Final = ("tool_correctness", "tool_correctness_success")
 COMBINED: Final = ("multiply_score", "avg_score")

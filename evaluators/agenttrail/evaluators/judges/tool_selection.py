@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.runs import predicted_calls
 from agenttrail.evaluators.judges.base import ChatJudgeClient, JudgeCall, JudgeInput, JudgeResult
 from agenttrail.evaluators.judges.prompt_judge import (
     Options,
@@ -33,7 +34,6 @@ from agenttrail.evaluators.judges.prompt_judge import (
 )
 from agenttrail.evaluators.metrics.calls import ABSENT, ToolCall
 from agenttrail.evaluators.metrics.correctness import tool_correctness
-from agenttrail.evaluators.scoring.worker import predicted_calls
 
 _INSTRUCTIONS = """You are an expert evaluator of how AI agents choose tools. Given the user input, \
 the tools that were available to the agent (names, descriptions, parameter schemas) and the tools \

@@ -25,7 +25,7 @@ Rules where the spec is open:
 - ``ABSENT`` (the data did not carry the field) is kept apart from JSON null, because a reference
   input that is absent *or* null is a wildcard, while a tool that returned null has an output.
 - ``"input_captured": false`` on a DeepEval-style call (as agenttrail stores trajectories) makes its
-  input ``NOT_CAPTURED``, whatever ``args`` says.
+  input ``NOT_CAPTURED``, whatever ``args`` says; ``"output_captured": false`` its output.
 - Unknown keys are ignored, so dataset rows may carry extra fields; a row that has both
   ``tool_name`` and ``name``, or both ``args`` and ``input_parameters``, is ambiguous and rejected.
 - OpenAI ``arguments`` may be a JSON string or an object; an empty string means no arguments
@@ -96,6 +96,8 @@ def _parse_call(item: object, where: str) -> ToolCall:
             raise TrajectoryFormatError(f"{where}: has both 'args' and 'input_parameters'")
         key = "input_parameters" if "input_parameters" in item else "args"
         output = _json(item["output"], f"{where}.output") if "output" in item else ABSENT
+        if item.get("output_captured") is False:
+            output = NOT_CAPTURED
         if item.get("input_captured") is False:
             return ToolCall(_name(item["name"], f"{where}.name"), NOT_CAPTURED, output)
         return ToolCall(

@@ -1,6 +1,6 @@
 """The `drift_events` table: each drift check's results, which alert rules and the report read.
 
-This module owns the table: its DDL and column tuple are the ones the alerts migration, the
+This module owns the table: its DDL and row type are the ones the alerts migration, the
 report and the tests use. The column set is a contract with the alerts module: change it only
 together.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from agenttrail.collector.schema import Migration
 
@@ -42,23 +42,25 @@ TTL toDateTime(DetectedAt) + INTERVAL 90 DAY
 
 MONITORING_MIGRATIONS: tuple[Migration, ...] = (Migration(120, "drift events", (DRIFT_EVENTS,)),)
 
-DRIFT_EVENT_COLUMNS = (
-    "DetectedAt",
-    "Agent",
-    "Task",
-    "Metric",
-    "Test",
-    "Drifted",
-    "PValue",
-    "EffectSize",
-    "BaselineN",
-    "RecentN",
-    "BaselineValue",
-    "RecentValue",
-    "WindowStart",
-    "WindowEnd",
-    "Detail",
-)
+
+class DriftEventRow(NamedTuple):
+    """A `drift_events` row: one drift check of one (agent, task, metric, test)."""
+
+    DetectedAt: str  # `seconds.fraction` text
+    Agent: str
+    Task: str
+    Metric: str
+    Test: str
+    Drifted: int
+    PValue: float | None
+    EffectSize: float | None
+    BaselineN: int
+    RecentN: int
+    BaselineValue: float | None
+    RecentValue: float | None
+    WindowStart: str
+    WindowEnd: str
+    Detail: str  # JSON object (event_detail)
 
 
 def event_detail(result: DriftResult) -> str:
@@ -79,7 +81,7 @@ def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at
     """Append one row per result, all stamped with the same detection time; returns the count."""
     stamp = f"{detected_at if detected_at is not None else time.time():.3f}"
     rows = [
-        (
+        DriftEventRow(
             stamp,
             r.agent,
             r.task,
@@ -98,5 +100,5 @@ def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at
         )
         for r in results
     ]
-    store.insert_rows("drift_events", DRIFT_EVENT_COLUMNS, rows)
+    store.insert("drift_events", rows)
     return len(rows)

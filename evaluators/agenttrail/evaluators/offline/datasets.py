@@ -29,10 +29,13 @@ Files:
   query and response columns stay text.
 
 A row may also be a run as agenttrail prints it (``agenttrail trajectories --format json``: it has
-``trace_id`` and ``tool_calls``): its tool calls are the predicted trajectory (``input`` as the
-arguments), ``latency_s`` and ``failure`` are read as such, ``input`` is the query (JSON text
-unless a string) and ``output`` the response; ``trace_id``, ``agent``, ``task`` stay in ``extra``.
-Such a row has no reference unless the file adds ``reference_trajectory``.
+``trace_id`` and ``tool_calls``): ``DatasetRow.run`` is that run (``AgentRun.from_json``), its tool
+calls read as the online scorer reads the stored ones (``predicted_calls``: arguments not captured
+stay NOT_CAPTURED, a failed call or a null result has no output) are the predicted trajectory,
+``latency_s`` and ``failure`` are read as such, ``input`` is the query (JSON text unless a string)
+and ``output`` the response; ``trace_id``, ``agent``, ``task`` stay in ``extra``. So a run scores
+the same online and from a file of it. Such a row has no reference unless the file adds
+``reference_trajectory``.
 
 A ``.json`` file whose text is JSON Lines (what ``--format json > runs.json`` writes) is read as
 JSONL.
@@ -57,6 +60,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.runs import AgentRun, predicted_calls
 from agenttrail.evaluators.metrics import ToolCall, TrajectoryFormatError, parse_trajectory
 from agenttrail.evaluators.scoring.references import REFERENCE_FIELDS
 
@@ -114,6 +118,7 @@ class DatasetRow:
     expected_response: Any = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     line: int | None = None
+    run: AgentRun | None = None  # the run scored: the row's own (``--format json``), or runnable mode's
 
 
 class _FieldError(AgentTrailError):
@@ -161,8 +166,9 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         return RowError(index, None, record.message, line)
     if not isinstance(record, Mapping):
         return RowError(index, None, f"expected an object of fields, got {_kind(record)}", line)
-    if is_agenttrail_run(record):
-        record = run_fields(record)
+    run_document = record if is_agenttrail_run(record) else None
+    if run_document is not None:
+        record = run_fields(run_document)
     used: set[str] = {key for key, value in record.items() if value is None}
     try:
         predicted = _trajectory(record, PREDICTED_FIELDS, used)
@@ -175,6 +181,14 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         expected_field = _first(record, EXPECTED_RESPONSE_FIELDS, used)
     except _FieldError as exc:
         return RowError(index, exc.name, exc.message, line)
+    run: AgentRun | None = None
+    if run_document is not None:
+        try:
+            run = AgentRun.from_json(run_document)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            shape = "not a run as `agenttrail trajectories --format json` prints it"
+            reason = f"{shape} ({type(exc).__name__}: {exc})"
+            return RowError(index, None, reason, line)
     return DatasetRow(
         index=index,
         predicted=predicted,
@@ -186,6 +200,7 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         expected_response=None if expected_field is None else record[expected_field],
         extra={key: value for key, value in record.items() if key not in used},
         line=line,
+        run=run,
     )
 
 
@@ -195,18 +210,18 @@ def is_agenttrail_run(record: Mapping[str, Any]) -> bool:
 
 
 def run_calls(calls: Sequence[object]) -> list[object]:
-    """agenttrail's tool calls (name, input, output, status, ...) in the DeepEval form that
-    ``parse_trajectory`` reads (name, args, output); anything else is passed on for it to report."""
-    converted: list[object] = []
-    for call in calls:
-        if isinstance(call, Mapping) and "name" in call and "args" not in call:
-            item: dict[str, Any] = {"name": call["name"], "args": call.get("input")}
-            if call.get("output") is not None:
-                item["output"] = call["output"]
-            converted.append(item)
-        else:
-            converted.append(call)
-    return converted
+    """agenttrail's stored tool calls (name, input, output, input_captured, status, ...) as the
+    online scorer compares them (``predicted_calls``); anything else (a DeepEval call with
+    ``args``, a bad item) is passed on for ``parse_trajectory`` to read or report."""
+    return [
+        predicted_calls([call])[0]
+        if isinstance(call, Mapping)
+        and isinstance(call.get("name"), str)
+        and call["name"]
+        and "args" not in call
+        else call
+        for call in calls
+    ]
 
 
 def run_fields(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Like Vertex's ``runnable``: for each row, ``agent(query)`` is called inside
 ``agenttrail.instrumentation.testing.capture_spans()`` and the spans it produced are rebuilt into
 a run by the collector's own ``build_runs``, so offline and online evaluation see the same
-trajectory. The row's predicted trajectory, latency, failure and response are replaced by the
+trajectory. The row's predicted trajectory, latency, failure, response and run are replaced by the
 run's.
 
 Rules:
@@ -21,7 +21,7 @@ Rules:
   have been scrubbed or cut to the capture size limit.
 - Tool inputs and outputs are what the spans captured, read as the online scorer reads them
   (``ToolCall.as_predicted``): an input that is not a JSON object (cut by the size limit) is
-  absent, one not captured is NOT_CAPTURED, and a failed call has no output.
+  absent, one not captured is NOT_CAPTURED, and a failed call or a null result has no output.
 - A row without a query (``query``, ``prompt`` or ``input``) becomes a RowError.
 """
 
@@ -141,6 +141,7 @@ def _run_row(
         latency_s=traced.latency_s,
         failure=traced.failure,
         response=response,
+        run=traced,
     )
 
 

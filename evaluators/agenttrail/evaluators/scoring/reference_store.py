@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.scoring.references import ReferenceEntry, ReferenceSet, content_hash
+from agenttrail.evaluators.scoring.schema import ReferenceRow
 
 _LATEST = """
 SELECT Task, argMax(Version, Version), argMax(Entry, Version), argMax(ContentHash, Version),
@@ -61,7 +61,7 @@ def store_reference_set(store: Store, reference_set: ReferenceSet, *, source: st
     """Add a version for every task whose reference differs from the stored one; loading the
     same file twice adds nothing."""
     current = latest_references(store)
-    rows: list[tuple[Any, ...]] = []
+    rows: list[ReferenceRow] = []
     added: list[str] = []
     updated: list[str] = []
     unchanged: list[str] = []
@@ -75,6 +75,8 @@ def store_reference_set(store: Store, reference_set: ReferenceSet, *, source: st
             continue
         version = existing.version + 1 if existing is not None else 1
         (updated if existing is not None else added).append(task)
-        rows.append((task, version, json.dumps(entry.to_json(), ensure_ascii=False), digest, source, now))
-    store.insert_rows("references", ("Task", "Version", "Entry", "ContentHash", "Source", "LoadedAt"), rows)
+        rows.append(
+            ReferenceRow(task, version, json.dumps(entry.to_json(), ensure_ascii=False), digest, source, now)
+        )
+    store.insert("references", rows)
     return LoadResult(added, updated, unchanged)

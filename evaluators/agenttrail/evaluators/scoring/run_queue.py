@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.scoring.reference_store import StoredReference, latest_references
+from agenttrail.evaluators.scoring.schema import HeartbeatRow
 
 
 class DecisionRow(NamedTuple):
@@ -152,11 +153,10 @@ class RunQueueWorker(BackgroundLoop):
     def _heartbeat(self, *, force: bool = False) -> None:
         now = time.time()
         if force or now - self._last_heartbeat >= self._heartbeat_s:
-            rows = [(self.worker_id, key, f"{now:.3f}") for key in self.queue_keys()]
-            if rows:
-                self.store.insert_rows(
-                    "evaluator_heartbeats", ("WorkerId", "EvaluatorVersion", "SeenAt"), rows
-                )
+            self.store.insert(
+                "evaluator_heartbeats",
+                [HeartbeatRow(self.worker_id, key, f"{now:.3f}") for key in self.queue_keys()],
+            )
             self._last_heartbeat = now
 
     def shards(self) -> dict[str, tuple[int, int]]:

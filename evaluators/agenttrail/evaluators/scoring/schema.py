@@ -36,6 +36,25 @@ class ScoreRow(NamedTuple):
     Details: str = ""  # JSON object, or ""
 
 
+class ReferenceRow(NamedTuple):
+    """A `references` row: one version of one task's reference (reference_store)."""
+
+    Task: str
+    Version: int
+    Entry: str  # ReferenceEntry.to_json as JSON text
+    ContentHash: str
+    Source: str
+    LoadedAt: str  # `seconds.fraction` text
+
+
+class HeartbeatRow(NamedTuple):
+    """An `evaluator_heartbeats` row: a worker is alive on one queue key (run_queue)."""
+
+    WorkerId: str
+    EvaluatorVersion: str  # the queue key
+    SeenAt: str  # `seconds.fraction` text
+
+
 # Per task, every loaded version of its reference; the newest version applies.
 REFERENCES = """
 CREATE TABLE IF NOT EXISTS references (

@@ -19,14 +19,15 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
+from agenttrail.collector.runs import predicted_calls
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.metrics import ABSENT, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.metrics import compute_metrics, parse_metric
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 from agenttrail.evaluators.scoring.reference_store import StoredReference
 from agenttrail.evaluators.scoring.run_queue import (
@@ -152,16 +153,6 @@ class EvaluatorConfig:
         if not path:
             return cls()
         return cls.from_mapping(read_section(path, "evaluators"), f"config file {path}")
-
-
-def predicted_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[ToolCall]:
-    """Stored tool calls -> what the metrics compare (`ToolCall.from_json(...).as_predicted()`, as
-    offline evaluation does with the calls it traces): a failed call has no output; arguments the
-    trace did not capture (`input_captured: false`) are NOT_CAPTURED, not `{}`. Unlike offline
-    evaluation, a stored null output counts as absent here: the online scorer has always read a
-    tool that returned None so, and its scores stay comparable."""
-    calls = [ToolCall.from_json(call).as_predicted() for call in tool_calls]
-    return [replace(call, output=ABSENT) if call.output is None else call for call in calls]
 
 
 @dataclass

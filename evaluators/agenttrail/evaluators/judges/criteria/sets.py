@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from agenttrail.collector.schema import Migration
 from agenttrail.collector.store import Store
@@ -27,6 +27,18 @@ CREATE TABLE IF NOT EXISTS criteria_sets (
 ) ENGINE = ReplacingMergeTree
 ORDER BY (Name, Version)
 """
+
+
+class CriteriaSetRow(NamedTuple):
+    """A `criteria_sets` row: one saved version of a set."""
+
+    Name: str
+    Version: int
+    ContentHash: str
+    Definition: str  # CriteriaSet.to_json as JSON text
+    Source: str
+    SavedAt: str  # `seconds.fraction` text
+
 
 CRITERIA_MIGRATIONS: tuple[Migration, ...] = (
     Migration(115, "criteria sets (AgentEval criteria discovery)", (CRITERIA_SETS,)),
@@ -96,9 +108,7 @@ def save_set(store: Store, criteria_set: CriteriaSet, *, source: str) -> SaveRes
     number = versions[0].number + 1 if versions else 1
     now = time.time()
     definition = json.dumps(criteria_set.to_json(), ensure_ascii=False)
-    store.insert_rows(
-        "criteria_sets",
-        ("Name", "Version", "ContentHash", "Definition", "Source", "SavedAt"),
-        [(criteria_set.name, number, digest, definition, source, f"{now:.3f}")],
+    store.insert(
+        "criteria_sets", [CriteriaSetRow(criteria_set.name, number, digest, definition, source, f"{now:.3f}")]
     )
     return SaveResult(StoredCriteriaSet(criteria_set, number, digest, source, int(now * 1000)), added=True)

@@ -26,7 +26,6 @@ from agenttrail.evaluators.monitoring.alerts.config import (
 )
 from agenttrail.evaluators.monitoring.alerts.delivery import Dispatcher
 from agenttrail.evaluators.monitoring.alerts.history import (
-    STATE_COLUMNS,
     HistoryEvent,
     Recorder,
     load_active,
@@ -208,9 +207,7 @@ class AlertEvaluator(BackgroundLoop):
         if not self._unsaved:
             return
         try:
-            self.store.insert_rows(
-                "alert_state", STATE_COLUMNS, [state_row(alert) for alert in self._unsaved.values()]
-            )
+            self.store.insert("alert_state", [state_row(alert) for alert in self._unsaved.values()])
             self._unsaved.clear()
         except StoreError as exc:
             log.error("cannot save %d alert state(s) yet, will retry: %s", len(self._unsaved), exc)

@@ -20,43 +20,10 @@ from agenttrail.collector.errors import StoreError
 from agenttrail.collector.queries import QueryError, parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.alerts.machine import AlertInstance, Change, State
+from agenttrail.evaluators.monitoring.alerts.schema import AlertHistoryRow, AlertStateRow
 from agenttrail.evaluators.monitoring.timespec import iso
 
 log = logging.getLogger(__name__)
-
-STATE_COLUMNS = (
-    "Fingerprint",
-    "Rule",
-    "GroupLabels",
-    "Severity",
-    "State",
-    "ActiveSince",
-    "FiredAt",
-    "ResolvedAt",
-    "LastNotifiedAt",
-    "Value",
-    "Threshold",
-    "Detail",
-    "Annotations",
-    "UpdatedAt",
-)
-HISTORY_COLUMNS = (
-    "At",
-    "Fingerprint",
-    "Rule",
-    "GroupLabels",
-    "Event",
-    "FromState",
-    "ToState",
-    "Notification",
-    "Channel",
-    "Delivery",
-    "Attempt",
-    "Error",
-    "Value",
-    "Threshold",
-    "Detail",
-)
 
 
 def _stamp(seconds: float | None) -> str | None:
@@ -68,8 +35,8 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and abs(value) != float("inf") and value == value else None
 
 
-def state_row(alert: AlertInstance) -> tuple[Any, ...]:
-    return (
+def state_row(alert: AlertInstance) -> AlertStateRow:
+    return AlertStateRow(
         alert.fingerprint,
         alert.rule,
         alert.group,
@@ -83,7 +50,7 @@ def state_row(alert: AlertInstance) -> tuple[Any, ...]:
         _finite(alert.threshold),
         alert.detail,
         alert.annotations,
-        _stamp(alert.updated_at),
+        f"{alert.updated_at:.3f}",
     )
 
 
@@ -102,10 +69,10 @@ class HistoryEvent:
     attempt: int = 0
     error: str = ""
 
-    def row(self) -> tuple[Any, ...]:
+    def row(self) -> AlertHistoryRow:
         alert = self.alert
-        return (
-            _stamp(self.at),
+        return AlertHistoryRow(
+            f"{self.at:.3f}",
             alert.fingerprint,
             alert.rule,
             alert.group,
@@ -137,7 +104,7 @@ class Recorder:
         self._store_factory = store_factory
         self._store: Store | None = None
         self._lock = threading.Lock()
-        self._pending: deque[tuple[Any, ...]] = deque()
+        self._pending: deque[AlertHistoryRow] = deque()
         self._max_pending = max_pending
         self.dropped = 0
 
@@ -160,14 +127,14 @@ class Recorder:
         try:
             if self._store is None:
                 self._store = self._store_factory()
-            self._store.insert_rows("alert_history", HISTORY_COLUMNS, list(self._pending))
+            self._store.insert("alert_history", list(self._pending))
             self._pending.clear()
         except StoreError as exc:
             log.warning("cannot record %d alert history row(s) yet: %s", len(self._pending), exc)
 
 
 _LOAD = f"""
-SELECT {", ".join(STATE_COLUMNS[:5])},
+SELECT {", ".join(AlertStateRow._fields[:5])},
        toUnixTimestamp64Milli(ActiveSince), toUnixTimestamp64Milli(FiredAt),
        toUnixTimestamp64Milli(ResolvedAt), toUnixTimestamp64Milli(LastNotifiedAt),
        Value, Threshold, Detail, Annotations, toUnixTimestamp64Milli(UpdatedAt)

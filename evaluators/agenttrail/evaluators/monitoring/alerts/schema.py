@@ -9,6 +9,8 @@ EXISTS) so that drift rules find the table in a store the alerts' migrations alo
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from agenttrail.collector.schema import Migration
 from agenttrail.evaluators.monitoring.drift_events import DRIFT_EVENTS
 
@@ -53,6 +55,48 @@ CREATE TABLE IF NOT EXISTS alert_history (
 ORDER BY (Rule, Fingerprint, At)
 TTL toDateTime(At) + INTERVAL 180 DAY
 """
+
+
+class AlertStateRow(NamedTuple):
+    """An `alert_state` row: the latest state of one alert (history.state_row). Times are
+    `seconds.fraction` text, None where the alert has not reached that state."""
+
+    Fingerprint: str
+    Rule: str
+    GroupLabels: dict[str, str]
+    Severity: str
+    State: str
+    ActiveSince: str | None
+    FiredAt: str | None
+    ResolvedAt: str | None
+    LastNotifiedAt: str | None
+    Value: float | None
+    Threshold: float | None
+    Detail: str
+    Annotations: dict[str, str]
+    UpdatedAt: str
+
+
+class AlertHistoryRow(NamedTuple):
+    """An `alert_history` row: a transition, a queued notification or one delivery attempt
+    (history.HistoryEvent)."""
+
+    At: str  # `seconds.fraction` text
+    Fingerprint: str
+    Rule: str
+    GroupLabels: dict[str, str]
+    Event: str
+    FromState: str
+    ToState: str
+    Notification: str
+    Channel: str
+    Delivery: str
+    Attempt: int
+    Error: str
+    Value: float | None
+    Threshold: float | None
+    Detail: str
+
 
 ALERT_MIGRATIONS: tuple[Migration, ...] = (
     Migration(130, "alert state, alert history, drift events", (ALERT_STATE, ALERT_HISTORY, DRIFT_EVENTS)),
