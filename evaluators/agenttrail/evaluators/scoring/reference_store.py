@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.scoring.references import ReferenceEntry, ReferenceSet, content_hash
