@@ -404,3 +404,30 @@ def test_a_backfill_job_in_serve_is_one_per_judge_cancellable_and_behind_the_tok
     assert ended["state"] == "cancelled"
     assert 0 < ended["report"]["decided"] < 20, "stopped between batches, what was decided kept"
     assert admin(sidecar, "/backfill/nope")[0] == 404
+
+
+def test_judges_commands_read_their_sections_env_over_the_file(
+    llm: Any, tmp_path: Path, chdb_dir: Path, database: str
+) -> None:
+    """With no sidecar, `judges list` and `judges reload` build the judges as serve would:
+    AGENTTRAIL_JUDGE_DEFAULTS_MODEL beats the file's model (and changes the judge's version), and
+    a bad value is exit 3 naming the variable."""
+    config = tmp_path / "agenttrail.yaml"
+    write_judges(config, llm, {"name": "helpful"})
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(config)]
+    runner = CliRunner()
+
+    def listed(env: dict[str, str]) -> dict[str, Any]:
+        result = runner.invoke(cli, ["judges", "list", *where, "--format", "json"], env=env)
+        assert result.exit_code == 0, result.output
+        [row] = map(json.loads, result.output.splitlines())
+        return dict(row)
+
+    from_file = listed({})
+    from_env = listed({"AGENTTRAIL_JUDGE_DEFAULTS_MODEL": "env-model"})
+    assert (from_file["model"], from_env["model"]) == ("judge-model", "env-model")
+    assert from_env["version"] != from_file["version"]
+    for command in (["judges", "list"], ["judges", "reload"]):
+        bad = runner.invoke(cli, [*command, *where], env={"AGENTTRAIL_JUDGE_DEFAULTS_TIMEOUT_S": "soon"})
+        assert bad.exit_code == 3, bad.output
+        assert "AGENTTRAIL_JUDGE_DEFAULTS_TIMEOUT_S" in bad.output
