@@ -16,7 +16,9 @@ a ConfigError naming the variable (or the file), the key and what is accepted.
 
 `load` is the one reading of these sections for a sidecar: the file once, the environment over
 it, each section's parser run, the typed results handed to the install functions by the
-composition root (a judges reload reads the file again through `load_judges`).
+composition root (a judges reload reads the file again through `load_judges`). The CLI commands
+outside `serve` read the section they need the same way (`load_evaluators`, `load_judges`,
+`load_drift`, `load_alerts`) and hand the parsed section to their wing's service.
 
 Where to add a setting of one of these sections: its parser first (the dataclass field and the
 key it reads), then a row here.
@@ -315,6 +317,20 @@ def load_evaluators(config_file: str | None, environ: Mapping[str, str] | None =
         "evaluators"
     ]
     return evaluator
+
+
+def load_drift(config_file: str | None, environ: Mapping[str, str] | None = None) -> DriftConfig:
+    """The `drift:` section alone, as `load` reads it: what `agenttrail drift` computes with."""
+    environ = os.environ if environ is None else environ
+    drift: DriftConfig = _parse(_document(config_file), config_file, environ, (DRIFT,))["drift"]
+    return drift
+
+
+def load_alerts(config_file: str | None, environ: Mapping[str, str] | None = None) -> AlertsConfig:
+    """The `alerts:` section alone, as `load` reads it: what `agenttrail alerts test` replays."""
+    environ = os.environ if environ is None else environ
+    alerts: AlertsConfig = _parse(_document(config_file), config_file, environ, (ALERTS,))["alerts"]
+    return alerts
 
 
 def _document(config_file: str | None) -> dict[str, Any]:

@@ -188,3 +188,27 @@ def test_alerts_lists_nothing_on_a_fresh_store(chdb_dir: Path, database: str) ->
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert "no alerts" in result.stderr
+
+
+def test_alerts_test_reads_the_section_env_over_the_file(
+    alert_store: Any, chdb_dir: Path, database: str, tmp_path: Path, webhook: WebhookServer
+) -> None:
+    """`alerts test` takes the `alerts:` section as serve does: an evaluation_interval the file
+    gets wrong (0s) is no error when AGENTTRAIL_ALERTS_EVALUATION_INTERVAL sets it, and an env
+    value only the section's parser refuses is exit 3 naming the variable."""
+    path = config_file(tmp_path, webhook)
+    document = yaml.safe_load(path.read_text())
+    document["alerts"]["evaluation_interval"] = "0s"
+    path.write_text(yaml.safe_dump(document))
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(path)]
+    command = ["alerts", "test", "spike", *where, "--since", "1h", "--step", "5m"]
+    runner = CliRunner()
+    refused = runner.invoke(cli, command)
+    assert refused.exit_code == 3, refused.output
+    assert "evaluation_interval" in refused.output
+    replayed = runner.invoke(cli, command, env={"AGENTTRAIL_ALERTS_EVALUATION_INTERVAL": "30s"})
+    assert replayed.exit_code == 0, replayed.output
+    path.write_text(yaml.safe_dump({"alerts": {**document["alerts"], "evaluation_interval": "30s"}}))
+    bad = runner.invoke(cli, command, env={"AGENTTRAIL_ALERTS_EVALUATION_INTERVAL": "0s"})
+    assert bad.exit_code == 3, bad.output
+    assert "AGENTTRAIL_ALERTS_EVALUATION_INTERVAL" in bad.output

@@ -12,6 +12,7 @@ import yaml
 
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.queries import QueryError
+from agenttrail.evaluators import config_sections
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
 from agenttrail.evaluators.monitoring.alerts.service import (
@@ -34,10 +35,11 @@ SPIKE = {
 }
 
 
-def write_config(tmp_path: Path, **rule: Any) -> str:
+def write_config(tmp_path: Path, **rule: Any) -> AlertsConfig:
+    """The `alerts:` section with SPIKE (changed by `rule`), parsed as the CLI hands it over."""
     path = tmp_path / "agenttrail.yaml"
     path.write_text(yaml.safe_dump({"alerts": {"rules": [{**SPIKE, **rule}]}}))
-    return str(path)
+    return config_sections.load_alerts(str(path), {})
 
 
 def test_replay_read_replays_the_configured_rule_over_stored_runs(alert_store: Any, tmp_path: Path) -> None:
@@ -63,13 +65,13 @@ def test_replay_read_replays_the_configured_rule_over_stored_runs(alert_store: A
 
 def test_replay_read_refuses_what_it_cannot_run(alert_store: Any, tmp_path: Path) -> None:
     """An unknown rule (found when the store is read: a sidecar replays its own rules) names the
-    configured ones; too many steps and a bad config file fail before any read."""
+    configured ones; too many steps fail before any read, as a bad rule fails its parsing."""
     with pytest.raises(UnknownRule, match=r"no alert rule named 'spik' \(rules: spike\)"):
         replay_read("spik", write_config(tmp_path)).local(alert_store)
     with pytest.raises(QueryError, match="use a larger --step"):
         replay_read("spike", write_config(tmp_path), since="30d", step="1m")
     with pytest.raises(ConfigError, match="factor"):
-        replay_read("spike", write_config(tmp_path, params={"factor": "big"}))
+        write_config(tmp_path, params={"factor": "big"})
 
 
 def test_alerts_and_history_reads_list_what_the_evaluator_recorded(alert_store: Any) -> None:

@@ -63,3 +63,28 @@ def test_display_formats() -> None:
     assert format_value("latency", 0.0123) == "12.3 ms"
     assert format_value("failure_rate", 0.283) == "28.3%"
     assert format_value("trajectory_precision", 0.81234) == "0.812"
+
+
+def test_drift_reads_its_section_env_over_the_file(
+    store: Any, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """`agenttrail drift` takes the `drift:` section as serve does: AGENTTRAIL_DRIFT_MIN_SAMPLES
+    beats the file's min_samples (every test then lacks data), and a bad value is exit 3 naming
+    the variable."""
+    migrate(store, ALL_MIGRATIONS)
+    store_runs(store, drifting_runs(time.time(), seed=5))
+    config = tmp_path / "agenttrail.yaml"
+    config.write_text("drift:\n  min_samples: 10\n")
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(config), "--format", "json"]
+    command = ["drift", *where, "--recent", "1h", "--baseline", "24h", "--agent", "bot"]
+
+    def statuses(env: dict[str, str]) -> set[str]:
+        result = CliRunner().invoke(cli, command, env=env)
+        assert result.exit_code == 0, result.output
+        return {json.loads(line)["status"] for line in result.output.splitlines()}
+
+    assert "drift" in statuses({}), "the file's min_samples lets the tests decide"
+    assert statuses({"AGENTTRAIL_DRIFT_MIN_SAMPLES": "1000"}) == {"insufficient_data"}
+    bad = CliRunner().invoke(cli, command, env={"AGENTTRAIL_DRIFT_MIN_SAMPLES": "many"})
+    assert bad.exit_code == 3, bad.output
+    assert "AGENTTRAIL_DRIFT_MIN_SAMPLES" in bad.output

@@ -4,16 +4,15 @@ check, the read they describe (route, parameters) and its rows computed on a rea
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from trajectory_rows import agent_run, store_runs
 
-from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
+from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 from agenttrail.evaluators.monitoring.service import drift_first, drift_read, stats_read
 
 HOUR = 3600.0
@@ -61,7 +60,9 @@ def test_stats_read_refuses_values_it_cannot_read(given: dict[str, str], message
 def test_drift_read_finds_the_failure_rate_drift_with_given_settings(runs_store: Any) -> None:
     """The recent hour against the day before: `a`'s failure rate drifted; min_samples given here
     beats the config and goes into the route's parameters too."""
-    read = drift_read(None, recent="1h", baseline="23h", agent="a", metrics=["failure_rate"], min_samples=10)
+    read = drift_read(
+        DriftConfig(), recent="1h", baseline="23h", agent="a", metrics=["failure_rate"], min_samples=10
+    )
     assert read.route == "/api/v1/drift"
     assert (read.params["min_samples"], read.params["metric"], read.params["agent"]) == (
         "10",
@@ -72,20 +73,24 @@ def test_drift_read_finds_the_failure_rate_drift_with_given_settings(runs_store:
     [row] = [row for row in rows if row["test"] == "two_proportion_z"]
     assert (row["agent"], row["status"], row["recent_n"], row["baseline_n"]) == ("a", "drift", 40, 40)
     fussy = drift_read(
-        None, recent="1h", baseline="23h", agent="a", metrics=["failure_rate"], min_samples=100
+        DriftConfig(), recent="1h", baseline="23h", agent="a", metrics=["failure_rate"], min_samples=100
     )
     assert {row["status"] for row in fussy.local(runs_store)} == {"insufficient_data"}
 
 
-def test_drift_read_reads_the_config_file_and_refuses_bad_values(tmp_path: Path) -> None:
-    bad = tmp_path / "agenttrail.yaml"
-    bad.write_text("drift:\n  alpha: lots\n")
-    with pytest.raises(ConfigError, match="alpha"):
-        drift_read(str(bad))
+def test_drift_read_uses_the_section_it_is_given(runs_store: Any) -> None:
+    """The parsed `drift:` section's min_samples decides, when none is given here."""
+    fussy = DriftConfig.from_mapping({"min_samples": 100}, "test")
+    read = drift_read(fussy, recent="1h", baseline="23h", agent="a", metrics=["failure_rate"])
+    assert {row["status"] for row in read.local(runs_store)} == {"insufficient_data"}
+    assert "min_samples" not in read.params, "the sidecar's own section decides there"
+
+
+def test_drift_read_refuses_bad_values() -> None:
     with pytest.raises(QueryError, match="recent"):
-        drift_read(None, recent="soon")
+        drift_read(DriftConfig(), recent="soon")
     with pytest.raises(QueryError, match="min_samples"):
-        drift_read(None, min_samples="many")  # type: ignore[arg-type]
+        drift_read(DriftConfig(), min_samples="many")  # type: ignore[arg-type]
 
 
 def test_drift_first_puts_drift_before_no_drift_before_the_rest() -> None:

@@ -404,3 +404,37 @@ def test_a_backfill_job_in_serve_is_one_per_judge_cancellable_and_behind_the_tok
     assert ended["state"] == "cancelled"
     assert 0 < ended["report"]["decided"] < 20, "stopped between batches, what was decided kept"
     assert admin(sidecar, "/backfill/nope")[0] == 404
+
+
+def test_judges_commands_read_their_sections_env_over_the_file(
+    llm: Any, add_runs: Any, tmp_path: Path, chdb_dir: Path, database: str
+) -> None:
+    """With no sidecar, `judges list`, `judges reload` and `audit` build the judges as serve
+    would: AGENTTRAIL_JUDGE_DEFAULTS_MODEL beats the file's model (and changes the judge's
+    version, the one audit shows), and a bad value is exit 3 naming the variable."""
+    [run] = add_runs(1, age_s=60)
+    config = tmp_path / "agenttrail.yaml"
+    write_judges(config, llm, {"name": "helpful"})
+    where = ["--store", str(chdb_dir), "--database", database, "--config", str(config)]
+    runner = CliRunner()
+
+    def listed(env: dict[str, str]) -> dict[str, Any]:
+        result = runner.invoke(cli, ["judges", "list", *where, "--format", "json"], env=env)
+        assert result.exit_code == 0, result.output
+        [row] = map(json.loads, result.output.splitlines())
+        return dict(row)
+
+    from_file = listed({})
+    from_env = listed({"AGENTTRAIL_JUDGE_DEFAULTS_MODEL": "env-model"})
+    assert (from_file["model"], from_env["model"]) == ("judge-model", "env-model")
+    assert from_env["version"] != from_file["version"]
+    audit = runner.invoke(
+        cli, ["audit", run, *where, "--format", "json"], env={"AGENTTRAIL_JUDGE_DEFAULTS_MODEL": "env-model"}
+    )
+    assert audit.exit_code == 0, audit.output
+    [decision] = [row for row in map(json.loads, audit.output.splitlines()) if row["evaluator"] == "helpful"]
+    assert decision["version"] == from_env["version"]
+    for command in (["judges", "list"], ["judges", "reload"], ["audit", run]):
+        bad = runner.invoke(cli, [*command, *where], env={"AGENTTRAIL_JUDGE_DEFAULTS_TIMEOUT_S": "soon"})
+        assert bad.exit_code == 3, bad.output
+        assert "AGENTTRAIL_JUDGE_DEFAULTS_TIMEOUT_S" in bad.output

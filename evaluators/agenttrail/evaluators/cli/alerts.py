@@ -3,7 +3,8 @@ what each reads is `monitoring/alerts/service.py`'s.
 
 The group is added to `agenttrail` lazily by agenttrail.evaluators.cli.main. While `serve` holds
 the embedded store, every subcommand asks the sidecar's read API (`/api/v1/alerts`, `/history`, `/test`);
-`alerts test` then replays the rule as the sidecar has it configured.
+`alerts test` then replays the rule as the sidecar has it configured; on the store, as the
+`alerts:` section reads for serve (env AGENTTRAIL_ALERTS_<KEY> over the file).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import click
 from agenttrail.collector.cli import cli_error, emit_rows, store_options
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError
+from agenttrail.evaluators import config_sections
 from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, usage_errors
 
 
@@ -136,7 +138,8 @@ def alerts_test(
     from agenttrail.evaluators.monitoring.alerts.service import replay_read, summarise_replay
 
     try:
-        read = replay_read(rule, config_file, since=since, until=until, step=step)
+        alerts_config = config_sections.load_alerts(config_file)  # env over the file, as serve
+        read = replay_read(rule, alerts_config, since=since, until=until, step=step)
     except QueryError as exc:
         raise click.BadParameter(str(exc)) from exc
     except AgentTrailError as exc:

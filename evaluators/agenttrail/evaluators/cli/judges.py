@@ -7,11 +7,14 @@ starts it through the admin API, prints its progress and cancels it on Ctrl-C), 
 the sidecar has in force; the CLI sends the fingerprint of the judge in its own config file, so
 an edit not yet reloaded is an error, not a silent backfill with the old judge. `judges reload`
 makes the sidecar read its config file's judges section again (as SIGHUP does).
+
+The sections are read as serve reads them (`config_sections`: env AGENTTRAIL_<SECTION>_<KEY>
+over the file), and only where the command itself uses them, not when a sidecar answers.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,8 +31,12 @@ from agenttrail.collector.cli import (
 )
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.store import Store
+from agenttrail.evaluators import config_sections
 from agenttrail.evaluators.cli.common import open_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
+
+if TYPE_CHECKING:
+    from agenttrail.evaluators.judges.config import JudgesConfig
 
 
 @click.command()
@@ -55,7 +62,8 @@ def audit(
     def on_store(source: Store) -> list[dict[str, Any]]:
         from agenttrail.evaluators.judges.service import audit_decisions
 
-        return audit_decisions(source, trace_id, config_file)
+        evaluator = config_sections.load_evaluators(config_file)
+        return audit_decisions(source, trace_id, evaluator, _judges(config_file))
 
     rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, ALL_MIGRATIONS)
     emit_rows(
@@ -121,7 +129,7 @@ def backfill_command(
 
     runs = run_filter(since, until, agent, task, None, limit)
     try:
-        spec = judge_spec(config_file, judge_name)
+        spec = judge_spec(config_file, _judges(config_file), judge_name)
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
     api = running_sidecar(config_from({"store": store, "database": database}, config_file), None)
@@ -186,7 +194,7 @@ def judges_list(
 
     config = config_from({"store": store, "database": database}, config_file)
     try:
-        rows = list_judges(running_sidecar(config, server), config_file)
+        rows = list_judges(running_sidecar(config, server), lambda: _judges(config_file))
     except AgentTrailError as exc:
         raise cli_error(exc) from exc
     emit_rows(
@@ -208,6 +216,11 @@ def judges_list(
     )
 
 
+def _judges(config_file: str | None) -> JudgesConfig:
+    """The online judges as serve reads them: env over `config_file`, with judge_defaults."""
+    return config_sections.load_judges(config_file).judges
+
+
 def _names(names: list[str], key: str) -> str:
     return f"{len(names)} {key}" + (f" ({', '.join(names)})" if names else "")
 
@@ -227,7 +240,7 @@ def judges_reload(
 
     config = config_from({"store": store, "database": database}, config_file)
     try:
-        outcome = reload_judges(running_sidecar(config, server), config_file)
+        outcome = reload_judges(running_sidecar(config, server), config_file, lambda: _judges(config_file))
     except JudgesUsageError as exc:
         raise click.UsageError(str(exc)) from exc
     except AgentTrailError as exc:

@@ -1,5 +1,6 @@
 """`agenttrail stats` and `agenttrail drift` (their read routes and the sidecar's drift monitor
-are monitoring/install.py's). scipy loads only where drift is computed here.
+are monitoring/install.py's). scipy loads only where drift is computed here. `drift` reads the
+`drift:` section as serve does (env AGENTTRAIL_DRIFT_<KEY> over the file).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from agenttrail.collector.cli import cli_error, emit_rows, store_options
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError
+from agenttrail.evaluators import config_sections
 from agenttrail.evaluators.cli.read import format_option, read_rows, server_option, usage_errors
 from agenttrail.evaluators.monitoring.display import (
     STATUS_MARKS,
@@ -169,7 +171,7 @@ def drift(
 
     try:
         read = drift_read(
-            config_file,
+            config_sections.load_drift(config_file),
             recent=recent,
             baseline=rolling,
             baseline_from=baseline_from,

@@ -1,10 +1,10 @@
 """What `agenttrail mcp` does before it serves, as a function tests call without click: on a
-store no sidecar holds, migrate it to every table and read the evaluators' default metrics, and
+store no sidecar holds, migrate it to every table, take the evaluators' metrics as tools' default, and
 hand out the store (then clones of it, one per tool call's thread); the stdio loop itself is
 `stdio.serve_store` (or `serve_relay` to the sidecar holding the store, at `relay_url`).
 
-Errors are the project's (a store that cannot be migrated, a config file that cannot be used);
-the store is closed before one is raised.
+Errors are the project's (a store that cannot be migrated); the store is closed before one is
+raised. The `evaluators:` section comes parsed (the CLI reads it env over file, as serve does).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from agenttrail.collector.schema import Migration, migrate
 if TYPE_CHECKING:
     from agenttrail.collector.cli import SidecarApi
     from agenttrail.collector.store import Store
+    from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,15 +31,12 @@ class StdioSession:
 
 
 def stdio_session(
-    store: Store, config_file: str | None, migrations: Sequence[Migration] = ()
+    store: Store, evaluator: EvaluatorConfig, migrations: Sequence[Migration] = ()
 ) -> StdioSession:
-    """`store` migrated (a store no sidecar has run yet still gets every table) with the config
-    file's evaluator metrics; `open_store` gives `store` first, then clones."""
-    from agenttrail.evaluators.scoring.worker import EvaluatorConfig
-
+    """`store` migrated (a store no sidecar has run yet still gets every table) with the
+    evaluator's metrics; `open_store` gives `store` first, then clones."""
     try:
         migrate(store, tuple(migrations))
-        metrics = tuple(EvaluatorConfig.from_file(config_file).metrics)
     except AgentTrailError:
         store.close()
         raise
@@ -47,7 +45,7 @@ def stdio_session(
     def open_store() -> Store:
         return opened.pop() if opened else store.clone()
 
-    return StdioSession(open_store, metrics)
+    return StdioSession(open_store, tuple(evaluator.metrics))
 
 
 def relay_url(api: SidecarApi) -> str:

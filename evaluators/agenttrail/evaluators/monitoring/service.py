@@ -1,6 +1,7 @@
 """What `agenttrail stats`, `drift` and `report` do, as functions tests and other callers use
 without click: check the user's values (QueryError names the one that cannot be read, the CLI's
-usage error), read the config they need (ConfigError), and describe the read (`ReadRequest`:
+usage error), take the config section they need parsed (the CLI reads it env over file, as serve
+does), and describe the read (`ReadRequest`:
 the sidecar route with its parameters, and the same rows computed on a store) for the caller to
 make wherever the data is. `write_monitoring_report` turns the report's rows into files.
 
@@ -24,6 +25,7 @@ from agenttrail.evaluators.monitoring.stats import StatsQuery, parse_bucket, que
 
 if TYPE_CHECKING:
     from agenttrail.collector.store import Store
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 
 STATS_ROUTE = "/api/v1/stats"
 DRIFT_ROUTE = "/api/v1/drift"
@@ -55,7 +57,7 @@ def stats_read(
 
 
 def drift_read(
-    config_file: str | None,
+    config: DriftConfig,
     *,
     recent: str = "1h",
     baseline: str | None = None,
@@ -69,10 +71,9 @@ def drift_read(
     min_samples: int | None = None,
     alpha: float | None = None,
 ) -> ReadRequest:
-    """Each agent's recent window against its baseline, metric by metric, with the config file's
-    drift settings (`min_samples` / `alpha` given here win); rows as `DriftResult.to_json`."""
+    """Each agent's recent window against its baseline, metric by metric, with the `drift:`
+    section's settings (`min_samples` / `alpha` given here win); rows as `DriftResult.to_json`."""
     from agenttrail.evaluators.monitoring.drift import DriftQuery
-    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
 
     given = {
         "recent": recent,
@@ -86,8 +87,7 @@ def drift_read(
         "now": now,
     }
     query = DriftQuery.from_params({key: value for key, value in given.items() if value})
-    configured = DriftConfig.from_file(config_file).settings
-    settings = with_overrides(configured, min_samples, alpha)
+    settings = with_overrides(config.settings, min_samples, alpha)
     overrides = {k: str(v) for k, v in {"min_samples": min_samples, "alpha": alpha}.items() if v is not None}
 
     def local(store: Store) -> list[dict[str, Any]]:

@@ -1,9 +1,10 @@
 """What `agenttrail alerts`, `alerts history` and `alerts test RULE` do, as functions tests and
 other callers use without click: check the user's values (QueryError names the one that cannot
-be read), read the config file's rules (ConfigError), and describe each read (`ReadRequest`: the
+be read), take the `alerts:` section parsed (the CLI reads it env over file, as serve does), and
+describe each read (`ReadRequest`: the
 sidecar route with its parameters, and the same rows computed on a store) for the caller to make
 wherever the data is. While a sidecar holds the store, `alerts test` replays the rule as the
-sidecar has it configured; on the store, as `config_file` does (`UnknownRule` if it has none).
+sidecar has it configured; on the store, as the given section does (`UnknownRule` if it has none).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def history_read(*, since: str | None = None, rule: str | None = None, limit: in
 
 def replay_read(
     rule: str,
-    config_file: str | None,
+    alerts_config: AlertsConfig,
     *,
     since: str = "24h",
     until: str | None = None,
@@ -62,7 +63,6 @@ def replay_read(
     its transitions and notifications, oldest first."""
     params = {"rule": rule, "since": since, "step": step, **({"until": until} if until else {})}
     window = ReplayWindow.from_params(params, time.time() if now is None else now)
-    alerts_config = AlertsConfig.from_file(config_file)
 
     def local(store: Store) -> list[dict[str, Any]]:
         try:
