@@ -138,7 +138,7 @@ class _Row:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "tools": self.tools,
-            "metrics": self.metrics,
+            "metrics": dict(sorted(self.metrics.items())),  # in one order whatever order rows came in
         }
 
 
