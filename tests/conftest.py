@@ -101,10 +101,7 @@ class DatabasePool:
     KINDS = ("collector", "all")
 
     def __init__(self, directory: Path) -> None:
-        from agenttrail.collector.store import Store, parse_store
-
         self.directory = directory
-        self.admin = Store(parse_store(str(directory), "test_pool"))
         self.free: dict[str, list[str]] = {kind: [] for kind in self.KINDS}
         self.shape: dict[str, tuple[Any, ...]] = {}
         self.mutations: dict[str, int] = {}  # per lent database, when lent
@@ -177,15 +174,37 @@ class DatabasePool:
         )
         return int(rows[0][0])
 
-    def close(self) -> None:
-        self.admin.close()
+    @property
+    def admin(self) -> Any:
+        """A client for one call, closed with it: a client kept open would hold chDB's engine on
+        this directory, and tests that open another directory in-process need it released."""
+        from agenttrail.collector.store import Store, parse_store
+
+        return _ClosingStore(Store(parse_store(str(self.directory), "test_pool")))
+
+
+class _ClosingStore:
+    """`query` and `command` on a Store that is closed after each call."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def query(self, *args: Any) -> Any:
+        try:
+            return self._store.query(*args)
+        finally:
+            self._store.close()
+
+    def command(self, *args: Any) -> Any:
+        try:
+            return self._store.command(*args)
+        finally:
+            self._store.close()
 
 
 @pytest.fixture(scope="session")
-def database_pool(chdb_dir: Path) -> Iterator[DatabasePool]:
-    pool = DatabasePool(chdb_dir)
-    yield pool
-    pool.close()
+def database_pool(chdb_dir: Path) -> DatabasePool:
+    return DatabasePool(chdb_dir)
 
 
 @pytest.fixture
