@@ -85,9 +85,143 @@ def chdb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("chdb")
 
 
+class DatabasePool:
+    """Migrated databases in this process's chDB directory, each lent to one test at a time.
+
+    A fresh database costs a few seconds of DDL (every migration, each statement a metadata
+    write and fsync in chDB); emptying a used one with TRUNCATE costs milliseconds. A database
+    goes back to the pool only if the test left it as the pool made it: the same tables with
+    the same DDL, the same migration records, no mutation run on it and no sidecar's lock held;
+    otherwise it is left behind and the next test gets a freshly migrated one. TRUNCATE also
+    clears the tables' insert-deduplication log, so a test may insert the same blocks again.
+    """
+
+    # "collector": what the `store` fixture always gave (the collector's MIGRATIONS);
+    # "all": what a sidecar the composition root builds applies on start (ALL_MIGRATIONS).
+    KINDS = ("collector", "all")
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.free: dict[str, list[str]] = {kind: [] for kind in self.KINDS}
+        self.shape: dict[str, tuple[Any, ...]] = {}
+        self.mutations: dict[str, int] = {}  # per lent database, when lent
+
+    def take(self, kind: str) -> str:
+        if self.free[kind]:
+            name = self.free[kind].pop()
+            self.mutations[name] = self._mutations_of(name)
+            return name
+        from agenttrail.collector.schema import MIGRATIONS, migrate
+        from agenttrail.collector.store import Store, parse_store
+
+        name = f"test_{uuid.uuid4().hex[:12]}"
+        opened = Store(parse_store(str(self.directory), name))
+        try:
+            if kind == "all":
+                from agenttrail.evaluators.composition import ALL_MIGRATIONS
+
+                migrate(opened, ALL_MIGRATIONS)
+            else:
+                migrate(opened, MIGRATIONS)
+        finally:
+            opened.close()
+        self.shape.setdefault(kind, self._shape_of(name))
+        self.mutations[name] = self._mutations_of(name)
+        return name
+
+    def give_back(self, name: str) -> None:
+        """Empty `name` and lend it again, when the test left its schema as it found it."""
+        from agenttrail.collector.store_lock import lock_file
+
+        lock = lock_file(self.directory, name)
+        if lock.exists() and lock.stat().st_size:
+            return  # a sidecar the test started still holds it
+        try:
+            shape = self._shape_of(name)
+            # A test that migrated the collector's database further leaves one of the other kind.
+            kind = next((k for k, known in self.shape.items() if known == shape), "")
+            if not kind or self._mutations_of(name) != self.mutations.pop(name):
+                return
+            tables = self.admin.query(
+                "SELECT name FROM system.tables WHERE database = {db:String} "
+                "AND engine NOT IN ('View', 'MaterializedView') AND name != 'schema_migrations'",
+                {"db": name},
+            )
+            for (table,) in tables:
+                self.admin.command(f"TRUNCATE TABLE `{name}`.`{table}`")
+        except Exception:
+            return  # left behind, as every database was before the pool
+        self.free[kind].append(name)
+
+    def _shape_of(self, name: str) -> tuple[Any, ...]:
+        """What a test must leave as it was: the DDL (the database name taken out) and the
+        migration records."""
+        tables = self.admin.query(
+            "SELECT name, engine, replaceAll(create_table_query, {db:String}, '') FROM system.tables "
+            "WHERE database = {db:String} ORDER BY name",
+            {"db": name},
+        )
+        records = self.admin.query(
+            f"SELECT Version, Name, Checksum FROM `{name}`.schema_migrations FINAL ORDER BY Version"
+        )
+        return tuple(tables), tuple(records)
+
+    def _mutations_of(self, name: str) -> int:
+        """Mutations (ALTER ... DELETE/UPDATE) the database keeps a record of: one run by the
+        test may leave traces a TRUNCATE does not undo, so such a database is not lent again."""
+        rows = self.admin.query(
+            "SELECT count() FROM system.mutations WHERE database = {db:String}", {"db": name}
+        )
+        return int(rows[0][0])
+
+    @property
+    def admin(self) -> Any:
+        """A client for one call, closed with it: a client kept open would hold chDB's engine on
+        this directory, and tests that open another directory in-process need it released."""
+        from agenttrail.collector.store import Store, parse_store
+
+        return _ClosingStore(Store(parse_store(str(self.directory), "test_pool")))
+
+
+class _ClosingStore:
+    """`query` and `command` on a Store that is closed after each call."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def query(self, *args: Any) -> Any:
+        try:
+            return self._store.query(*args)
+        finally:
+            self._store.close()
+
+    def command(self, *args: Any) -> Any:
+        try:
+            return self._store.command(*args)
+        finally:
+            self._store.close()
+
+
+@pytest.fixture(scope="session")
+def database_pool(chdb_dir: Path) -> DatabasePool:
+    return DatabasePool(chdb_dir)
+
+
 @pytest.fixture
-def database() -> str:
-    return f"test_{uuid.uuid4().hex[:12]}"
+def database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """This test's database in `chdb_dir`. A test that uses `store` or `start_sidecar` gets one
+    already migrated (as those fixtures would leave it) from the pool, emptied after the test
+    before the next one; mark a test `fresh_database` when what it checks is the migration on
+    start itself. Any other test gets a name no database has yet."""
+    wanted = request.fixturenames
+    kind = "all" if "start_sidecar" in wanted else "collector" if "store" in wanted else None
+    if kind is None or request.node.get_closest_marker("fresh_database") is not None:
+        yield f"test_{uuid.uuid4().hex[:12]}"
+        return
+    pool: DatabasePool = request.getfixturevalue("database_pool")
+    name = pool.take(kind)
+    yield name
+    pool.give_back(name)
 
 
 @pytest.fixture
