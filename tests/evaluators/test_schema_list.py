@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store
@@ -27,7 +25,6 @@ def test_one_ordered_list_with_the_collectors_first() -> None:
     assert set(ALL_MIGRATIONS) == {*MIGRATIONS, *owned}
 
 
-@pytest.mark.fresh_database  # the start itself must apply the list
 def test_serve_applies_the_one_list(tmp_path: Any, start_sidecar: Callable[..., Any]) -> None:
     """The sidecar the composition root builds applies exactly that list (its parts add none),
     and a started one records every version of it in its store."""
