@@ -20,17 +20,9 @@ from agenttrail.evaluators.monitoring.report_data import Report, ReportQuery, re
 from agenttrail.evaluators.monitoring.stats import parse_bucket
 from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
-from .seed import HOURS, MONITORING_TABLES, seed_drift_and_alerts, seed_runs
+from .seed import HOURS, seed_runs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture
-def seeded(store: Any) -> dict[str, Any]:
-    migrate(store, (*EVALUATOR_MIGRATIONS, *MONITORING_TABLES))
-    data = seed_runs(store)
-    seed_drift_and_alerts(store, data)
-    return data
 
 
 def run_report(*args: str) -> Result:

@@ -9,19 +9,9 @@ from typing import Any
 import pytest
 
 from agenttrail.collector.queries import QueryError
-from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.monitoring.service import report_read, write_monitoring_report
-from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
-from .seed import HOURS, MONITORING_TABLES, seed_drift_and_alerts, seed_runs
-
-
-@pytest.fixture
-def seeded(store: Any) -> dict[str, Any]:
-    migrate(store, (*EVALUATOR_MIGRATIONS, *MONITORING_TABLES))
-    data = seed_runs(store)
-    seed_drift_and_alerts(store, data)
-    return data
+from .seed import HOURS
 
 
 def test_report_read_then_write_one_page_per_store(
