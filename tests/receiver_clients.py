@@ -1,8 +1,11 @@
-"""Clients for the sidecar's receivers in tests: one HTTP POST, one gRPC export, stored spans."""
+"""Clients for the sidecar's receivers in tests: one HTTP POST, one gRPC export, the OTel SDK
+exporting to a sidecar, stored spans."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -43,3 +46,25 @@ def stored_span_names(sidecar: Any, trace_id: str) -> list[str]:
         "SELECT SpanName FROM otel_traces WHERE TraceId = {t:String} ORDER BY SpanName", {"t": trace_id}
     )
     return [row[0] for row in rows]
+
+
+@contextlib.contextmanager
+def sdk_exporting_to(sidecar: Any, service_name: str) -> Iterator[Any]:
+    """The agenttrail decorators on a real OTel SDK provider exporting over OTLP/gRPC to `sidecar`;
+    the provider (flush with `force_flush`) is shut down on exit."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from agenttrail.instrumentation import configure
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True))
+    )
+    configure(tracer_provider=provider)
+    try:
+        yield provider
+    finally:
+        provider.shutdown()

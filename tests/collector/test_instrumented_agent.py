@@ -9,13 +9,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from receiver_clients import sdk_exporting_to
 
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
-from agenttrail.instrumentation import agent, configure, set_output, set_task, tool
+from agenttrail.instrumentation import agent, set_output, set_task, tool
 
 
 class DeclinedError(RuntimeError):
@@ -64,13 +62,8 @@ async def async_support(order_id: int) -> str:
 @pytest.fixture
 def exported_to(start_sidecar: Any) -> Iterator[tuple[Any, TracerProvider]]:
     sidecar = start_sidecar()
-    provider = TracerProvider(resource=Resource.create({"service.name": "instrumented"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True))
-    )
-    configure(tracer_provider=provider)
-    yield sidecar, provider
-    provider.shutdown()
+    with sdk_exporting_to(sidecar, "instrumented") as provider:
+        yield sidecar, provider
 
 
 def test_decorated_agent_round_trip(exported_to: tuple[Any, TracerProvider]) -> None:

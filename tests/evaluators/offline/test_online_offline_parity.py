@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from receiver_clients import sdk_exporting_to
 
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
 from agenttrail.collector.runs import NOT_CAPTURED, AgentRun, ToolCall, predicted_calls
@@ -29,7 +27,7 @@ from agenttrail.evaluators.offline.runnable import run_agent_over_dataset
 from agenttrail.evaluators.scoring.reference_store import store_reference_set
 from agenttrail.evaluators.scoring.references import parse_reference_set
 from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
-from agenttrail.instrumentation import agent, configure, set_task, tool
+from agenttrail.instrumentation import agent, set_task, tool
 from agenttrail.instrumentation._state import STATE
 
 METRICS = [
@@ -110,13 +108,8 @@ def parity_agent(task: str) -> str:
 @pytest.fixture
 def sidecar(start_sidecar: Any) -> Iterator[tuple[Any, TracerProvider]]:
     started = start_sidecar()
-    provider = TracerProvider(resource=Resource.create({"service.name": "parity"}))
-    provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://{started.grpc.address}", insecure=True))
-    )
-    configure(tracer_provider=provider)
-    yield started, provider
-    provider.shutdown()
+    with sdk_exporting_to(started, "parity") as provider:
+        yield started, provider
 
 
 def wait_decided(sidecar: Any, count: int, timeout: float = 120) -> list[str]:
