@@ -303,34 +303,34 @@ def load(config_file: str | None, environ: Mapping[str, str] | None = None) -> E
 
 def load_judges(config_file: str | None, environ: Mapping[str, str] | None = None) -> JudgeConfigs:
     """The judges' sections alone, as `load` reads them: what a judges reload reads again."""
-    environ = os.environ if environ is None else environ
-    judges: JudgeConfigs = _parse(_document(config_file), config_file, environ, (JUDGE_DEFAULTS, JUDGES))[
-        "judges"
-    ]
+    judges: JudgeConfigs = _load_one(config_file, environ, (JUDGE_DEFAULTS, JUDGES), "judges")
     return judges
 
 
 def load_evaluators(config_file: str | None, environ: Mapping[str, str] | None = None) -> EvaluatorConfig:
     """The `evaluators:` section alone, as `load` reads it: what `agenttrail worker` scores with."""
-    environ = os.environ if environ is None else environ
-    evaluator: EvaluatorConfig = _parse(_document(config_file), config_file, environ, (EVALUATORS,))[
-        "evaluators"
-    ]
+    evaluator: EvaluatorConfig = _load_one(config_file, environ, (EVALUATORS,), "evaluators")
     return evaluator
 
 
 def load_drift(config_file: str | None, environ: Mapping[str, str] | None = None) -> DriftConfig:
     """The `drift:` section alone, as `load` reads it: what `agenttrail drift` computes with."""
-    environ = os.environ if environ is None else environ
-    drift: DriftConfig = _parse(_document(config_file), config_file, environ, (DRIFT,))["drift"]
+    drift: DriftConfig = _load_one(config_file, environ, (DRIFT,), "drift")
     return drift
 
 
 def load_alerts(config_file: str | None, environ: Mapping[str, str] | None = None) -> AlertsConfig:
     """The `alerts:` section alone, as `load` reads it: what `agenttrail alerts test` replays."""
-    environ = os.environ if environ is None else environ
-    alerts: AlertsConfig = _parse(_document(config_file), config_file, environ, (ALERTS,))["alerts"]
+    alerts: AlertsConfig = _load_one(config_file, environ, (ALERTS,), "alerts")
     return alerts
+
+
+def _load_one(
+    config_file: str | None, environ: Mapping[str, str] | None, sections: tuple[Section, ...], name: str
+) -> Any:
+    """Section `name` parsed from `sections` of the file, the environment over it (as `load`)."""
+    environ = os.environ if environ is None else environ
+    return _parse(_document(config_file), config_file, environ, sections)[name]
 
 
 def _document(config_file: str | None) -> dict[str, Any]:
