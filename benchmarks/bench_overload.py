@@ -2,11 +2,12 @@
 far more than it can store.
 
 One sidecar runs as its own process on an embedded store. 32 clients (half OTLP/HTTP protobuf on
-keep-alive connections, half OTLP/gRPC, spread over 4 processes) send 512-span requests back to
-back for `--seconds`, ignoring Retry-After (the worst case: a fleet of exporters that do not
-back off). Prints the sidecar's RSS idle and peak (VmHWM), ack p50/p99 of the acknowledged
-requests, the refusals, and offered vs stored spans/s, next to the figures measured on main
-before the ASGI front and the in-flight byte budget. Asserts nothing.
+keep-alive connections, half OTLP/gRPC, spread over 4 processes) send 512-span requests (new
+trace ids in each; `--same-traces` as before) back to back for `--seconds`, ignoring
+Retry-After (the worst case: a fleet of exporters that do not back off). Prints the sidecar's
+RSS idle and peak (VmHWM), ack p50/p99 of the acknowledged requests, the refusals, and offered
+vs stored spans/s, next to the figures measured on main before the ASGI front and the in-flight
+byte budget. Asserts nothing.
 """
 
 from __future__ import annotations
