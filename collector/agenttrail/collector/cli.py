@@ -392,6 +392,9 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the collector: OTLP receivers, span storage, trajectory assembly."""
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
+    from agenttrail.collector.allocators import configure_engine_allocator
+
+    configure_engine_allocator(config.engine_dirty_decay_ms)  # before chdb loads: jemalloc reads it once
     try:
         sidecar = current_wiring().build_sidecar(config, config_file)
     except AgentTrailError as exc:
