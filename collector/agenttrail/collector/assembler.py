@@ -363,8 +363,10 @@ class Assembler(BackgroundLoop):
             if kind == 1:
                 previous[trace_id] = (list(keys), int(revision))
             elif since and until:
-                # The lookup table has second resolution; widen by one second on each side.
-                bounds = _ts6(since - 1), _ts6(until + 1)
+                # The lookup table keeps whole seconds, cut down from the spans' start times
+                # (floor), so every span starts within [since, until + 1]. No wider: at 50,000
+                # spans/s each second more is ~50,000 spans more that every chunk reads.
+                bounds = _ts6(since), _ts6(until + 1)
         if self._unrecorded:
             with self._lock:
                 for trace_id in ids:
