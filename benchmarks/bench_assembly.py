@@ -4,9 +4,10 @@ bench_ingest's agent-shaped requests (512 spans, 64 runs of 8 spans) are stored 
 ingest pipeline into an embedded store first (not timed); then one `Assembler` assembles every
 trace at once (quiet period 0) and the time of that pass gives runs/s. `--profile` runs the pass
 under cProfile and prints where the time went (reading spans, building runs, rendering rows, the
-INSERT). Prints figures; asserts nothing.
+INSERT). `--query-log` turns on ClickHouse's query log (a chDB config file) and prints each
+statement of the pass: its time, rows read, memory and CPU. Prints figures; asserts nothing.
 
-    python benchmarks/bench_assembly.py [--requests 200] [--profile]
+    python benchmarks/bench_assembly.py [--requests 200] [--profile] [--query-log]
 """
 
 from __future__ import annotations
@@ -24,10 +25,35 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_ingest import SPANS_PER_REQUEST, agent_request
 
+from agenttrail.collector import store as store_module
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
+
+# chDB has no query log unless its config file asks for one.
+QUERY_LOG_CONFIG = """<clickhouse><query_log><database>system</database><table>query_log</table>
+<flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log></clickhouse>"""
+QUERY_LOG_SQL = """
+SELECT query_duration_ms, read_rows, memory_usage, ProfileEvents['UserTimeMicroseconds'] / 1e3,
+       ProfileEvents['SystemTimeMicroseconds'] / 1e3, replaceRegexpAll(substring(query, 1, 60), '\\s+', ' ')
+FROM system.query_log
+WHERE type = 'QueryFinish' AND event_time_microseconds >= {since:DateTime64(6)}
+  AND query NOT LIKE '%system.query_log%'
+ORDER BY event_time_microseconds
+"""
+
+
+def print_query_log(store: Store, since: float) -> None:
+    """Each statement since `since`, from ClickHouse's query log."""
+    store.command("SYSTEM FLUSH LOGS")
+    rows = store.query(QUERY_LOG_SQL, {"since": f"{since:.6f}"})
+    print(f"  {'ms':>6} {'rows read':>10} {'memory MiB':>10} {'user ms':>8} {'sys ms':>7}  statement")
+    user = system = 0.0
+    for duration, read, memory, user_ms, sys_ms, text in rows:
+        user, system = user + user_ms, system + sys_ms
+        print(f"  {duration:>6} {read:>10,} {memory / 2**20:>10.1f} {user_ms:>8.1f} {sys_ms:>7.1f}  {text}")
+    print(f"  statements' CPU: user {user:,.0f} ms, system {system:,.0f} ms")
 
 
 def load(store: Store, spool: Path, requests: int) -> dict[str, bool]:
@@ -82,10 +108,19 @@ def main() -> None:
         "--python-only", action="store_true", help="assemble every trace with build_runs (no SQL path)"
     )
     parser.add_argument(
+        "--query-log",
+        action="store_true",
+        help="print each statement of the pass from ClickHouse's query log",
+    )
+    parser.add_argument(
         "--chunk", type=int, default=1000, help="traces per assembly query (default 1,000, the sidecar's)"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-assembly-") as tmp:
+        if args.query_log:
+            config = Path(tmp) / "query_log.xml"
+            config.write_text(QUERY_LOG_CONFIG)
+            store_module.EMBEDDED_ENGINE["config-file"] = str(config)
         store = Store(parse_store(str(Path(tmp) / "store")))
         migrate(store, MIGRATIONS)
         load_started = time.perf_counter()
@@ -95,8 +130,11 @@ def main() -> None:
         # and count in its CPU time.
         for table in ("otel_traces", "otel_traces_trace_id_ts", "trace_arrivals"):
             store.command(f"OPTIMIZE TABLE {table} FINAL")
+        started_at = time.time()
         elapsed, cpu, runs, report = assemble(store, traces, args.profile, not args.python_only, args.chunk)
         stored = store.query("SELECT count() FROM trajectories WHERE NOT IsDeleted")[0][0]
+        if args.query_log:
+            print_query_log(store, started_at)
         store.close()
     spans = args.requests * SPANS_PER_REQUEST
     path = "build_runs only" if args.python_only else "plain traces in ClickHouse, the rest build_runs"

@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -379,6 +380,25 @@ def test_plain_traces_are_assembled_by_clickhouse(store: Any) -> None:
     assert run["AvailableTools"] == [{"name": "lookup", "description": "Find an order", "parameters": None}]
     assert run["InputTokens"] == 812
     assert run["Input"] == {"question": "refund 7"}
+
+
+def test_spans_at_the_edges_of_the_seconds_the_lookup_keeps_are_assembled(store: Any) -> None:
+    """The trace-id lookup keeps whole seconds (cut down from the spans' starts) and assembly
+    reads only the spans within them: a trace whose first span starts a nanosecond before a
+    second ends, and whose last starts a nanosecond before the next ends, is read whole by both
+    paths (a plain trace by ClickHouse, one with a nested tool span by build_runs)."""
+    shift = 999_999_999  # the root starts at BASE + 0.999999999 s
+    plain = [replace(span, start_ns=span.start_ns + shift) for span in plain_trace()]
+    plain[-1] = replace(plain[-1], start_ns=BASE_NS + 1_999_999_999)  # the next second's last ns
+    nested = list(plain)
+    nested[2] = replace(nested[2], parent_span_id=nested[3].span_id)
+    pairs, plain_runs = assemble_both(store, [plain, nested])
+    assert plain_runs == 1
+    for (by_sql, by_python), spans in zip(pairs, [plain, nested], strict=True):
+        assert by_sql == by_python
+        [run] = by_sql
+        assert run["SpanCount"] == len(spans)
+    assert pairs[0][0][0]["ToolCount"] == sum(1 for span in plain if span.name.startswith("execute_tool"))
 
 
 def test_late_span_reassembles_a_plain_run_as_a_new_revision(store: Any) -> None:
