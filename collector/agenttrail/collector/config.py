@@ -71,6 +71,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
+        "ingest_max_wait_s",
+        SECONDS,
+        0.5,
+        "longest a received request waits to be checked and spooled before it is refused (429 / UNAVAILABLE)",
+    ),
+    Setting(
         "bearer_token",
         OPTIONAL_TEXT,
         None,
@@ -126,6 +132,7 @@ class SidecarConfig:
     insert_block_spans: int = 8192
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
     flush_interval_s: float = 0.2
+    ingest_max_wait_s: float = 0.5
     bearer_token: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
