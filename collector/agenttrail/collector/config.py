@@ -31,6 +31,7 @@ from agenttrail.collector.settings import (
     NUMBER,
     OPTIONAL_TEXT,
     POSITIVE_INT,
+    POSITIVE_SECONDS,
     SECONDS,
     TEXT,
     Resolved,
@@ -95,6 +96,12 @@ SETTINGS: tuple[Setting, ...] = (
         16 * 1024 * 1024,
         "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
     ),
+    Setting(
+        "gil_switch_interval_s",
+        POSITIVE_SECONDS,
+        0.005,
+        "serve's Python thread switch interval (0.0005: receivers get the GIL sooner; not proven)",
+    ),
     Setting("http_max_connections", POSITIVE_INT, 1024, "open HTTP connections before refusing (503)"),
     Setting("http_header_timeout_s", SECONDS, 10.0, "seconds a client has to send a request head"),
     Setting("http_body_timeout_s", SECONDS, 30.0, "seconds a client has to send a request body"),
@@ -141,6 +148,7 @@ class SidecarConfig:
     retention_scores_days: int = 0
     health_auth: bool = False
     max_inflight_bytes: int = 16 * 1024 * 1024
+    gil_switch_interval_s: float = 0.005
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0
