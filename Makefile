@@ -48,10 +48,11 @@ typecheck: $(STAMP)
 # pytest-xdist: most tests wait on servers, subprocesses and uv/node, so UNIT_WORKERS workers share
 # CI's 2 cores: with 4, both cores stay busy while some workers wait (more would only add
 # contention: the suite needs about 30 CPU-minutes in all). tests/conftest.py schedules single
-# tests, keeps a few modules with a costly module fixture whole, and hands the slowest out first.
+# tests, keeps a few modules with a costly module fixture whole, and hands the slowest out first;
+# --durations lists the slowest phases in the CI log, where a slower suite shows first.
 UNIT_WORKERS ?= 4
 unit: $(STAMP) $(EMBEDDINGS_STAMP) $(DEPLOY_STAMP) $(PEERS_JS)
-	$(BIN)/python -m pytest -q --ignore=tests/console -n $(UNIT_WORKERS)
+	$(BIN)/python -m pytest -q --ignore=tests/console -n $(UNIT_WORKERS) --durations=25
 
 test: lint typecheck unit test-browser mutation-ci
 

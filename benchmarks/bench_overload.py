@@ -2,11 +2,12 @@
 far more than it can store.
 
 One sidecar runs as its own process on an embedded store. 32 clients (half OTLP/HTTP protobuf on
-keep-alive connections, half OTLP/gRPC, spread over 4 processes) send 512-span requests back to
-back for `--seconds`, ignoring Retry-After (the worst case: a fleet of exporters that do not
-back off). Prints the sidecar's RSS idle and peak (VmHWM), ack p50/p99 of the acknowledged
-requests, the refusals, and offered vs stored spans/s, next to the figures measured on main
-before the ASGI front and the in-flight byte budget. Asserts nothing.
+keep-alive connections, half OTLP/gRPC, spread over 4 processes) send 512-span requests (new
+trace ids in each; `--same-traces` as before) back to back for `--seconds`, ignoring
+Retry-After (the worst case: a fleet of exporters that do not back off). Prints the sidecar's
+RSS idle and peak (VmHWM), ack p50/p99 of the acknowledged requests, the refusals, and offered
+vs stored spans/s, next to the figures measured on main before the ASGI front and the in-flight
+byte budget. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,39 @@ BEFORE = {
 }
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+class Bodies:
+    """The clients' request bodies: 8 built once, each sent with new trace ids (as a fleet of
+    agents sends new traces), or, with `same_traces`, as built (the figures before 2026-11-27:
+    every trace then got its 8 spans again with each resend, tens of copies in a run, and
+    assembly re-read them all)."""
+
+    def __init__(self, seed: int, same_traces: bool) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        self._bodies = [agent_request(seed * 100 + i) for i in range(8)]
+        self._same = same_traces
+        # Per body: each trace id and the offsets where its bytes occur (16 random bytes: only
+        # in the spans' trace_id fields).
+        self._offsets: list[list[list[int]]] = []
+        for body in self._bodies:
+            request = ExportTraceServiceRequest.FromString(body)
+            ids = {
+                span.trace_id for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans
+            }
+            self._offsets.append([[m.start() for m in re.finditer(re.escape(i), body)] for i in ids])
+
+    def __call__(self, index: int) -> bytes:
+        body = self._bodies[index % len(self._bodies)]
+        if self._same:
+            return body
+        fresh = bytearray(body)
+        for offsets in self._offsets[index % len(self._bodies)]:
+            trace_id = os.urandom(16)
+            for offset in offsets:
+                fresh[offset : offset + 16] = trace_id
+        return bytes(fresh)
 
 
 def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, str]:
@@ -68,10 +104,16 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
 
 
 def client_process(
-    http_address: str, grpc_address: str, threads: int, seconds: float, queue: Any, seed: int
+    http_address: str,
+    grpc_address: str,
+    threads: int,
+    seconds: float,
+    queue: Any,
+    seed: int,
+    same_traces: bool = False,
 ) -> None:
     """`threads` clients, half HTTP and half gRPC; puts (acked latencies, refused, sent spans)."""
-    bodies = [agent_request(seed * 100 + i) for i in range(8)]
+    bodies = Bodies(seed, same_traces)
     results: list[tuple[list[float], int, int, int]] = []
     deadline = time.monotonic() + seconds
 
@@ -81,7 +123,7 @@ def client_process(
         acked: list[float] = []
         refused = sent = errors = 0
         while time.monotonic() < deadline:
-            body = bodies[(index + sent) % len(bodies)]
+            body = bodies(index + sent)
             started = time.perf_counter()
             try:
                 connection.request(
@@ -110,7 +152,7 @@ def client_process(
         acked: list[float] = []
         refused = sent = errors = 0
         while time.monotonic() < deadline:
-            body = bodies[(index + sent) % len(bodies)]
+            body = bodies(index + sent)
             started = time.perf_counter()
             try:
                 export(body, timeout=60)
@@ -143,13 +185,14 @@ def open_loop_process(
     seconds: float,
     queue: Any,
     seed: int,
+    same_traces: bool = False,
 ) -> None:
     """Open loop: start a request every 1/`requests_per_s` s whether or not earlier ones were
     answered (at most `threads` outstanding, half HTTP half gRPC); puts the same tuple as
     client_process plus the starts the clients could not make (all threads busy)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    bodies = [agent_request(seed * 100 + i) for i in range(8)]
+    bodies = Bodies(seed, same_traces)
     host, port = http_address.rsplit(":", 1)
     channel = grpc.insecure_channel(grpc_address, options=[("grpc.max_send_message_length", 64 << 20)])
     export = channel.unary_unary(EXPORT)
@@ -158,7 +201,7 @@ def open_loop_process(
     counts = {"refused": 0, "sent": 0, "errors": 0, "skipped": 0, "busy": 0}
 
     def one(index: int) -> None:
-        body = bodies[index % len(bodies)]
+        body = bodies(index)
         started = time.perf_counter()
         outcome = "errors"
         if index % 2 == 0:
@@ -219,6 +262,7 @@ def bench_overload(
     calibrate_s: float = 20.0,
     memory_log: Path | None = None,
     offered: float = 0.0,
+    same_traces: bool = False,
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="agenttrail-overload-") as tmp:
         store = Path(tmp) / "store"
@@ -272,7 +316,15 @@ def bench_overload(
                 calibration = [
                     multiprocessing.get_context("spawn").Process(
                         target=client_process,
-                        args=(info["http"], info["grpc"], per_process, calibrate_s, queue, 50 + index),
+                        args=(
+                            info["http"],
+                            info["grpc"],
+                            per_process,
+                            calibrate_s,
+                            queue,
+                            50 + index,
+                            same_traces,
+                        ),
                     )
                     for index in range(processes)
                 ]
@@ -304,6 +356,7 @@ def bench_overload(
                             seconds,
                             queue,
                             index,
+                            same_traces,
                         ),
                     )
                     for index in range(processes)
@@ -312,7 +365,7 @@ def bench_overload(
                 children = [
                     multiprocessing.get_context("spawn").Process(
                         target=client_process,
-                        args=(info["http"], info["grpc"], per_process, seconds, queue, index),
+                        args=(info["http"], info["grpc"], per_process, seconds, queue, index, same_traces),
                     )
                     for index in range(processes)
                 ]
@@ -382,6 +435,12 @@ def main() -> None:
         help="sample where serve's memory is (RSS, ClickHouse's tracked memory by query kind, "
         "caches, merges, backlog) into this JSON-lines file and print a summary (memory_probe.py)",
     )
+    parser.add_argument(
+        "--same-traces",
+        action="store_true",
+        help="resend the same 8 bodies (trace ids) as the figures before 2026-11-27 did, instead of "
+        "new trace ids in every request: each trace then grows by 8 spans with every resend",
+    )
     parser.add_argument("serve_args", nargs="*", help="extra `agenttrail serve` options (after --)")
     args = parser.parse_args()
     now = bench_overload(
@@ -393,6 +452,7 @@ def main() -> None:
         args.calibrate_s,
         args.memory_log,
         args.offered,
+        args.same_traces,
     )
     if args.factor:
         print(

@@ -397,6 +397,9 @@ def serve(config_file: str | None, **options: Any) -> None:
     # (Python's default 5 ms, kept as the default: a shorter one helped the ack p50 in 3 of 4
     # A/B pairs on a loaded machine, see README). serve owns its process, an embedder does not.
     sys.setswitchinterval(config.gil_switch_interval_s)
+    from agenttrail.collector.allocators import configure_engine_allocator
+
+    configure_engine_allocator(config.engine_dirty_decay_ms)  # before chdb loads: jemalloc reads it once
     try:
         sidecar = current_wiring().build_sidecar(config, config_file)
     except AgentTrailError as exc:

@@ -25,6 +25,7 @@ from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.settings import (
     ADDRESS,
     BOOL,
+    COUNT,
     DAYS,
     DIRECTORY,
     FILE,
@@ -69,6 +70,13 @@ SETTINGS: tuple[Setting, ...] = (
         POSITIVE_INT,
         256 * 1024 * 1024,
         "ClickHouse memory one assembly query may use; a chunk refused for it is assembled in halves",
+    ),
+    Setting(
+        "engine_dirty_decay_ms",
+        COUNT,
+        1000,
+        "ms the embedded engine's allocator keeps freed memory before returning it "
+        "(at 5000, as chDB is built, 100-300 MiB more under overload; JE_MALLOC_CONF, if set, wins)",
     ),
     Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
@@ -138,6 +146,7 @@ class SidecarConfig:
     batch_max_spans: int = 20_000
     insert_block_spans: int = 8192
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
+    engine_dirty_decay_ms: int = 1000
     flush_interval_s: float = 0.2
     ingest_max_wait_s: float = 0.5
     bearer_token: str | None = None

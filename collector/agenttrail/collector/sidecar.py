@@ -19,7 +19,7 @@ import grpc
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
-from agenttrail.collector.errors import AgentTrailError, ConfigError
+from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreError
 from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
@@ -155,6 +155,7 @@ class Sidecar:
         from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
 
         self.store = Store(self.location)
+        _log_engine_allocator(self.store, config.engine_dirty_decay_ms)
         migrate(self.store, self.migrations)
         apply_retention(
             self.store,
@@ -333,3 +334,25 @@ class Sidecar:
         yield from self._stores
         if self.store is not None:
             yield self.store
+
+
+def _log_engine_allocator(store: Store, wanted_ms: int) -> None:
+    """Say, read back from the engine, how long its allocator keeps freed memory: serve sets it
+    before chdb loads (allocators.py); a process that loaded chdb earlier keeps its own."""
+    from agenttrail.collector.allocators import engine_dirty_decay_ms
+
+    try:
+        actual = engine_dirty_decay_ms(store)
+    except StoreError:  # an engine without the table: nothing to report
+        return
+    if actual is None:
+        return
+    if actual == wanted_ms:
+        log.info("embedded engine's allocator returns freed memory after %d ms", actual)
+    else:
+        log.info(
+            "embedded engine's allocator returns freed memory after %d ms (engine_dirty_decay_ms %d "
+            "applies when serve loads the engine, unless JE_MALLOC_CONF is set)",
+            actual,
+            wanted_ms,
+        )
