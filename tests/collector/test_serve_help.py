@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from agenttrail.collector.cli import cli
@@ -44,3 +47,15 @@ def test_every_serve_option_shows_type_and_default() -> None:
     bad = CliRunner().invoke(cli, ["serve", "--quiet-period-s", "soon"])
     assert bad.exit_code == 2
     assert "'soon' is not a valid float" in bad.output
+
+
+def test_serve_sets_the_switch_interval_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gil_switch_interval_s reaches sys.setswitchinterval in serve (before the sidecar is built:
+    here the store is a file, so building it fails and serve exits with the store's error)."""
+    given: list[float] = []
+    monkeypatch.setattr(sys, "setswitchinterval", given.append)
+    store = tmp_path / "a-file"
+    store.write_text("")
+    result = CliRunner().invoke(cli, ["serve", "--store", str(store), "--gil-switch-interval-s", "0.0007"])
+    assert result.exit_code != 0
+    assert given == [0.0007]

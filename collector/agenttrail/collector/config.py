@@ -32,6 +32,7 @@ from agenttrail.collector.settings import (
     NUMBER,
     OPTIONAL_TEXT,
     POSITIVE_INT,
+    POSITIVE_SECONDS,
     SECONDS,
     TEXT,
     Resolved,
@@ -79,6 +80,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
+        "ingest_max_wait_s",
+        SECONDS,
+        0.5,
+        "longest a received request waits to be checked and spooled before it is refused (429 / UNAVAILABLE)",
+    ),
+    Setting(
         "bearer_token",
         OPTIONAL_TEXT,
         None,
@@ -96,6 +103,12 @@ SETTINGS: tuple[Setting, ...] = (
         POSITIVE_INT,
         16 * 1024 * 1024,
         "request bytes both receivers hold at once before refusing (429 / UNAVAILABLE)",
+    ),
+    Setting(
+        "gil_switch_interval_s",
+        POSITIVE_SECONDS,
+        0.005,
+        "serve's Python thread switch interval (0.0005: receivers get the GIL sooner; not proven)",
     ),
     Setting("http_max_connections", POSITIVE_INT, 1024, "open HTTP connections before refusing (503)"),
     Setting("http_header_timeout_s", SECONDS, 10.0, "seconds a client has to send a request head"),
@@ -135,6 +148,7 @@ class SidecarConfig:
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
     engine_dirty_decay_ms: int = 1000
     flush_interval_s: float = 0.2
+    ingest_max_wait_s: float = 0.5
     bearer_token: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -143,6 +157,7 @@ class SidecarConfig:
     retention_scores_days: int = 0
     health_auth: bool = False
     max_inflight_bytes: int = 16 * 1024 * 1024
+    gil_switch_interval_s: float = 0.005
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0

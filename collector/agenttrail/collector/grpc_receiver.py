@@ -6,15 +6,19 @@ deserializer would produce. Overload and store outages are UNAVAILABLE, which st
 exporters retry. A request's bytes count against the in-flight budget shared with the HTTP
 receiver while it is decoded and spooled (gRPC hands the handler the whole message, so the
 check comes after receiving it; `maximum_concurrent_rpcs` bounds how many are received at once).
-Any other failure is INTERNAL with a message and a log line, never a dropped call.
+Any other failure is INTERNAL with a message and a log line, never a dropped call. The time a
+call waits for a worker of the pool counts toward the pipeline's wait bound (`_StampingPool`):
+past `ingest_max_wait_s` it is refused UNAVAILABLE with a retry hint instead of served late.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
 
 import grpc
 
@@ -27,6 +31,24 @@ from agenttrail.collector.otlp_decode import FORMAT_PROTOBUF, OtlpDecodeError
 log = logging.getLogger(__name__)
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+# The running call's hand-over time to the pool, per worker thread (set by _StampingPool).
+_CALL = threading.local()
+
+
+class _StampingPool(ThreadPoolExecutor):
+    """grpc's worker pool, noting when each call was handed to it (before it waited for a worker)."""
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        handed = time.monotonic()
+
+        def run() -> _T:
+            _CALL.handed_at = handed
+            return fn(*args, **kwargs)
+
+        return super().submit(run)
 
 
 class GrpcReceiver:
@@ -47,7 +69,7 @@ class GrpcReceiver:
         self._token = bearer_token
         self.limiter = limiter or InFlightBytes(max_body_bytes)
         self._server = grpc.server(
-            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agenttrail-grpc"),
+            _StampingPool(max_workers=workers, thread_name_prefix="agenttrail-grpc"),
             maximum_concurrent_rpcs=4 * workers,
             options=[
                 ("grpc.max_receive_message_length", max_body_bytes),
@@ -99,7 +121,8 @@ class GrpcReceiver:
                 f"the collector has {self.limiter.budget} bytes of requests in flight; retry later",
             )
         try:
-            batch = self._pipeline.accept(request, FORMAT_PROTOBUF)
+            waiting_since = getattr(_CALL, "handed_at", None)
+            batch = self._pipeline.accept(request, FORMAT_PROTOBUF, waiting_since=waiting_since)
         except OtlpDecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except OverloadedError as exc:

@@ -13,8 +13,10 @@ goes out only after it returned, i.e. after the spool write.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import time
 import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -217,7 +219,9 @@ class HttpApp:
             body = await self._read_body(request, reservation)
             body_format = FORMAT_JSON if content_type == JSON else FORMAT_PROTOBUF
             loop = asyncio.get_running_loop()
-            batch = await loop.run_in_executor(self._ingest, self._pipeline.accept, body, body_format)
+            # From here the wait for an ingest thread and slot counts toward ingest_max_wait_s.
+            accept = functools.partial(self._pipeline.accept, waiting_since=time.monotonic())
+            batch = await loop.run_in_executor(self._ingest, accept, body, body_format)
         except _BudgetSpent:
             return status_response(
                 429,

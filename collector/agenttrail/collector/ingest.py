@@ -1,13 +1,15 @@
 """From an accepted request to stored spans: check, spool, batch, insert, announce.
 
 Receivers call `IngestPipeline.accept` on their own threads; it parses the request, checks and
-normalises its spans (`canonical`: bad spans are removed and reported, not raised), refuses
-when the queue is full or the spool cannot be written, and spools the canonical record (the
-durable acknowledgement). One writer thread cuts batches of up to `batch_max_rows`
-spans or `flush_interval_s` seconds: it seals the spool segment and has ClickHouse decode and
-insert it in one statement (`otlp_sql`), records the traces' arrival (what assembly resumes
-from after a restart) and tells the assembler. A store that cannot decode protobuf, or a
-segment it refuses, gets rows rendered in Python instead (`otlp_decode.decode_request`).
+normalises its spans (`canonical`: bad spans are removed and reported, not raised), refuses when
+the queue is full or the spool cannot be written, and spools the canonical record (the durable
+acknowledgement). At most `INGEST_SLOTS` requests do that at once; one that would wait for a
+slot past `max_wait_s` from its arrival is refused with a retry hint, not acknowledged late. One
+writer thread cuts batches of up to `batch_max_rows` spans or `flush_interval_s` seconds: it
+seals the spool segment and has ClickHouse decode and insert it in one statement (`otlp_sql`),
+records the traces' arrival (what assembly resumes from after a restart) and tells the
+assembler. A store that cannot decode protobuf, or a segment it refuses, gets rows rendered in
+Python instead (`otlp_decode.decode_request`).
 
 A segment the store refuses on both paths is retried a few times (a refusal can be passing,
 e.g. too many parts), then stored record by record; a record refused even alone goes to the
@@ -74,6 +76,7 @@ class IngestCounters:
     quarantined_records: int = 0
     quarantined_spans: int = 0  # of accepted spans: stored_spans + quarantined_spans = accepted
     spool_write_errors: int = 0
+    refused_waits: int = 0  # of refused_requests: would have waited past max_wait_s for a slot
 
 
 # How often a segment the store refuses (on both paths) is tried whole before it is split.
@@ -85,6 +88,11 @@ INSERT_BLOCK_SPANS = 8192
 READ_BLOCK_BYTES = 2 * 1024 * 1024
 # Retry-After for a spool that cannot be written: freeing disk space takes an operator.
 SPOOL_RETRY_AFTER_S = 10
+# Requests checked and spooled at once (both receivers). The work is Python under one GIL: more
+# at once only makes each slower, so the rest wait for a slot, each at most `max_wait_s`.
+INGEST_SLOTS = 4
+# Retry-After for a request refused because it would have waited too long: slots free quickly.
+WAIT_RETRY_AFTER_S = 1
 
 
 class IngestPipeline:
@@ -102,8 +110,16 @@ class IngestPipeline:
         limits: SpanLimits | None = None,
         refused_tries: int = REFUSED_TRIES,
         insert_block_rows: int = INSERT_BLOCK_SPANS,
+        max_wait_s: float = 0.5,
+        slots: int = INGEST_SLOTS,
     ) -> None:
         self._store = store
+        self._max_wait_s = max_wait_s
+        self._slots = threading.BoundedSemaphore(slots)
+        self._slot_count = slots
+        self._waiting = 0  # requests waiting for a slot
+        self._in_progress = 0  # requests holding one
+        self._waiting_lock = threading.Lock()  # not _cond: a stalled spool write holds that
         self.limits = limits or SpanLimits()
         # The clock window bounds the day partitions one insert touches; ClickHouse's default
         # guard (100) would refuse a batch of old replayed data or a client with a broken clock.
@@ -152,11 +168,44 @@ class IngestPipeline:
 
     # -- receiver side -------------------------------------------------------------------
 
-    def accept(self, body: bytes, body_format: int = FORMAT_PROTOBUF) -> DecodedBatch:
+    def accept(
+        self, body: bytes, body_format: int = FORMAT_PROTOBUF, *, waiting_since: float | None = None
+    ) -> DecodedBatch:
         """Check, spool and queue one request. Raises OtlpDecodeError or OverloadedError.
 
-        Returns the check so the receiver can report rejected spans.
+        Returns the check so the receiver can report rejected spans. `waiting_since` (monotonic)
+        is when the receiver had the request: one that cannot start within `max_wait_s` of it
+        (every slot busy) is refused with a retry hint before any work, never queued for seconds.
         """
+        waited = 0.0 if waiting_since is None else time.monotonic() - waiting_since
+        with self._waiting_lock:
+            self._waiting += 1
+        try:
+            started = waited < self._max_wait_s and self._slots.acquire(timeout=self._max_wait_s - waited)
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
+                waiting = self._waiting
+        if not started:
+            self.counters.refused_requests += 1
+            self.counters.refused_waits += 1
+            raise OverloadedError(
+                f"the collector could not start on this request within {self._max_wait_s:g} s "
+                f"(ingest_max_wait_s; {self._slot_count} requests in progress, {waiting} more waiting); "
+                "retry later",
+                retry_after_s=WAIT_RETRY_AFTER_S,
+                store_down=False,
+            )
+        with self._waiting_lock:
+            self._in_progress += 1
+        try:
+            return self._accept(body, body_format)
+        finally:
+            with self._waiting_lock:
+                self._in_progress -= 1
+            self._slots.release()
+
+    def _accept(self, body: bytes, body_format: int) -> DecodedBatch:
         request = parse_json(body) if body_format == FORMAT_JSON else parse_protobuf(body)
         batch = canonicalize(request, self.limits)
         self.counters.rejected_spans += batch.rejected
@@ -208,6 +257,11 @@ class IngestPipeline:
         return batch
 
     @property
+    def requests_in_progress(self) -> int:
+        """Requests being checked and spooled now (at most the slots)."""
+        return self._in_progress
+
+    @property
     def store_down(self) -> bool:
         return self._store_down
 
@@ -232,7 +286,12 @@ class IngestPipeline:
             "store": "unreachable" if self._store_down else "ok",
             "store_error": self._store_error if self._store_down else None,
             "refusing": self._refusing or None,
-            "backlog": {"queued_spans": self.queued_rows, "spool_segments": len(self._spool.segments())},
+            "backlog": {
+                "queued_spans": self.queued_rows,
+                "spool_segments": len(self._spool.segments()),
+                "requests_in_progress": self._in_progress,
+                "requests_waiting": self._waiting,
+            },
             "quarantine": {
                 "records": len(entries),
                 "quarantined_since_start": self.counters.quarantined_records,

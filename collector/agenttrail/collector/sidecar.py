@@ -177,6 +177,7 @@ class Sidecar:
             insert_block_rows=config.insert_block_spans,
             flush_interval_s=config.flush_interval_s,
             max_queue_rows=config.max_queue_spans,
+            max_wait_s=config.ingest_max_wait_s,
             spool_fsync=config.spool_fsync,
             on_stored=self.assembler.notify,
             limits=SpanLimits(max_age_days=config.span_max_age_days, max_future_s=config.span_max_future_s),

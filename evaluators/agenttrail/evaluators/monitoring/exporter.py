@@ -200,6 +200,7 @@ class MetricsFeed(BackgroundLoop):
 
     def _record_runs(self, rows: list[tuple[Any, ...]]) -> None:
         assert self.metrics is not None
+        records: list[RunRecord] = []
         for row in rows:
             at_us, trace_id, root, revision, start_us = row[:5]
             self._runs.advance(int(at_us), trace_id, root)
@@ -207,14 +208,16 @@ class MetricsFeed(BackgroundLoop):
             if not self._run_counts.count(trace_id, int(revision), int(revision), int(start_us)):
                 continue
             agent, task, failure, latency_s, names, statuses, input_tokens, output_tokens = row[5:]
-            self.metrics.record_run(
+            records.append(
                 RunRecord(
                     agent, task, bool(failure), float(latency_s), names, statuses, input_tokens, output_tokens
                 )
             )
+        self.metrics.record_runs(records)  # one batch: counters are summed before the SDK sees them
 
     def _record_scores(self, rows: list[tuple[Any, ...]]) -> None:
         assert self.metrics is not None
+        counted: list[ScoreRecord] = []
         for row in rows:
             at_us, trace_id, root, metric, version, revision, run_start_us = row[:7]
             agent, task, evaluator, value, label, explanation, error = row[7:]
@@ -239,7 +242,8 @@ class MetricsFeed(BackgroundLoop):
                 self.events.emit(score)  # every result is an event, re-scores included
             token = (int(revision), version)
             if self._score_counts.count((trace_id, root, metric), token, int(revision), int(run_start_us)):
-                self.metrics.record_score(score)
+                counted.append(score)
+        self.metrics.record_scores(counted)
 
 
 class _OtlpArguments(TypedDict):

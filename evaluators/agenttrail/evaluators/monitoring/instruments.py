@@ -22,7 +22,8 @@ maps later ones to `_other`, counting each replaced value (no trace ids are ever
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -140,36 +141,52 @@ class AgentMetrics:
         self._dropped_reported: dict[str, int] = {}
 
     def record_run(self, run: RunRecord) -> None:
-        agent, task = self.labels("agent", run.agent), self.labels("task", run.task)
-        self._runs.add(1, {"agent": agent, "task": task, "status": "error" if run.failed else "ok"})
-        self._duration.record(run.latency_s, {"agent": agent, "task": task})
-        for name, tool_status in zip(run.tool_names, run.tool_statuses, strict=False):
-            self._tool_calls.add(
-                1,
-                {
-                    "agent": agent,
-                    "tool": self.labels("tool", name),
-                    "status": "error" if tool_status == "error" else "ok",
-                },
-            )
-        for kind, count in (("input", run.input_tokens), ("output", run.output_tokens)):
-            if count:
-                self._tokens.add(count, {"agent": agent, "type": kind})
+        self.record_runs((run,))
+
+    def record_runs(self, runs: Iterable[RunRecord]) -> None:
+        """Observe runs. Counter increments are summed per label set first and added once: each
+        SDK call costs tens of microseconds of Python, under the GIL the OTLP receivers share."""
+        statuses: Counter[tuple[str, str, str]] = Counter()
+        calls: Counter[tuple[str, str, str]] = Counter()
+        tokens: Counter[tuple[str, str]] = Counter()
+        for run in runs:
+            agent, task = self.labels("agent", run.agent), self.labels("task", run.task)
+            statuses[agent, task, "error" if run.failed else "ok"] += 1
+            self._duration.record(run.latency_s, {"agent": agent, "task": task})
+            for name, tool_status in zip(run.tool_names, run.tool_statuses, strict=False):
+                calls[agent, self.labels("tool", name), "error" if tool_status == "error" else "ok"] += 1
+            for kind, count in (("input", run.input_tokens), ("output", run.output_tokens)):
+                if count:
+                    tokens[agent, kind] += count
+        for (agent, task, status), count in statuses.items():
+            self._runs.add(count, {"agent": agent, "task": task, "status": status})
+        for (agent, tool, status), count in calls.items():
+            self._tool_calls.add(count, {"agent": agent, "tool": tool, "status": status})
+        for (agent, kind), count in tokens.items():
+            self._tokens.add(count, {"agent": agent, "type": kind})
         self._report_dropped()
 
     def record_score(self, score: ScoreRecord) -> None:
-        """Observe a score; run-level metrics (latency, failure) and scoreless errors are skipped."""
-        if score.metric in RUN_LEVEL_SCORES:
-            return
-        labels = {
-            "agent": self.labels("agent", score.agent),
-            "metric": self.labels("metric", score.metric),
-            "evaluator": self.labels("evaluator", score.evaluator),
-        }
-        if score.score is not None:
-            self._scores.record(score.score, labels)
-        outcome = "error" if score.error else self.labels("result_label", score.label or "none")
-        self._results.add(1, {**labels, "label": outcome})
+        self.record_scores((score,))
+
+    def record_scores(self, scores: Iterable[ScoreRecord]) -> None:
+        """Observe scores; run-level metrics (latency, failure) and scoreless errors are skipped.
+        Result counts are summed per label set first, as in `record_runs`."""
+        results: Counter[tuple[str, str, str, str]] = Counter()
+        for score in scores:
+            if score.metric in RUN_LEVEL_SCORES:
+                continue
+            agent = self.labels("agent", score.agent)
+            metric = self.labels("metric", score.metric)
+            evaluator = self.labels("evaluator", score.evaluator)
+            if score.score is not None:
+                self._scores.record(score.score, {"agent": agent, "metric": metric, "evaluator": evaluator})
+            outcome = "error" if score.error else self.labels("result_label", score.label or "none")
+            results[agent, metric, evaluator, outcome] += 1
+        for (agent, metric, evaluator, outcome), count in results.items():
+            self._results.add(
+                count, {"agent": agent, "metric": metric, "evaluator": evaluator, "label": outcome}
+            )
         self._report_dropped()
 
     def _report_dropped(self) -> None:
