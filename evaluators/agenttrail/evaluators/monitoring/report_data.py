@@ -25,7 +25,7 @@ from typing import Any
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
-from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.monitoring.stats import IN_FRESH, StatsQuery, hourly_plan, query_stats
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
 BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -89,6 +89,12 @@ class ReportQuery:
 
 _RUN_SUMMARY = """Agent, count(), sum(Failure), quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS),
 sum(ToolCount), sum(arrayCount(s -> s = 'error', ToolStatuses)), sum(InputTokens), sum(OutputTokens)"""
+# The summary's parts: a run's own, and a fresh hour's (monitoring/hourly.py).
+_RAW_SUMMARY_PARTS = """Agent, toUInt64(1) AS n, toUInt64(Failure) AS f, [LatencyS] AS lat,
+toUInt64(ToolCount) AS tc, toUInt64(arrayCount(s -> s = 'error', ToolStatuses)) AS te, InputTokens AS i,
+OutputTokens AS o"""
+_HOURLY_SUMMARY_PARTS = """Agent, Runs AS n, Failures AS f, Latencies AS lat, ToolCount AS tc,
+arraySum(ToolErrors) AS te, InputTokens AS i, OutputTokens AS o"""
 _RUN_COLUMNS = """Agent, TraceId, RootSpanId, toUnixTimestamp64Micro(Start), Task, LatencyS, Failure,
 ErrorType"""
 _WORST_COLUMNS = "Agent, TraceId, RootSpanId, Start, Task, LatencyS, Failure, ErrorType"
@@ -162,9 +168,8 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
             for metric, values in found["metrics"].items()
             if values["count"]
         )
-    clauses, params = _conditions(query, "Start")
-    for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in store.query(
-        runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params
+    for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in _summaries(
+        store, query
     ):
         rows.append(
             {
@@ -183,6 +188,23 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     rows.extend(_drift_rows(store, query))
     rows.extend(_alert_rows(store, query))
     return rows
+
+
+def _summaries(store: Store, query: ReportQuery) -> list[tuple[Any, ...]]:
+    """Per agent over the period: runs, failures, latency percentiles, tool calls and errors, tokens."""
+    clauses, params = _conditions(query, "Start")
+    plan = hourly_plan(store, query.since, query.until)
+    if plan is None:
+        return store.query(runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params)
+    # Fresh whole hours from runs_by_hour (every latency kept: the same percentiles), the rest raw.
+    raw = runs_sql([*clauses, plan.in_gaps("Start")], _RAW_SUMMARY_PARTS)
+    rolled = " AND ".join((IN_FRESH, *clauses[2:]))
+    sql = (
+        "SELECT Agent, sum(n), sum(f), quantilesExactInclusiveArray(0.5, 0.95, 0.99)(lat), sum(tc), sum(te), "
+        f"sum(i), sum(o) FROM (SELECT {_HOURLY_SUMMARY_PARTS} FROM runs_by_hour WHERE {rolled} "
+        f"UNION ALL {raw}) GROUP BY Agent ORDER BY Agent"
+    )
+    return store.query(sql, {**params, **plan.params()})
 
 
 def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
