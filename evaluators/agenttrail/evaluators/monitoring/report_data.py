@@ -207,6 +207,52 @@ def _summaries(store: Store, query: ReportQuery) -> list[tuple[Any, ...]]:
     return store.query(sql, {**params, **plan.params()})
 
 
+_SLOW_THRESHOLDS = """
+SELECT Agent, arrayReverseSort(groupArrayArray(lat))[{{worst:UInt32}}] FROM (
+SELECT Agent, Latencies AS lat FROM runs_by_hour WHERE {rolled} UNION ALL {raw}) GROUP BY Agent
+"""
+
+
+def _slowest_sql(
+    store: Store, query: ReportQuery, clauses: list[str], params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The slowest runs per agent; with fresh hours, read only where they can be: per agent the
+    `worst`-th highest latency of the period (from the hours' latencies and the rest's runs) is
+    a threshold, and only the hours holding a latency at or above it are read run by run (with
+    the rest of the period), so the same runs come out in the same order."""
+    order = " ORDER BY LatencyS DESC, TraceId LIMIT {worst:UInt32} BY Agent"
+    plan = hourly_plan(store, query.since, query.until)
+    if plan is None:
+        return runs_sql(clauses, _RUN_COLUMNS) + order, params
+    params = {**params, **plan.params()}
+    rolled = " AND ".join((IN_FRESH, *clauses[2:]))
+    raw = runs_sql([*clauses, plan.in_gaps("Start")], "Agent, [LatencyS] AS lat")
+    found = store.query(_SLOW_THRESHOLDS.format(rolled=rolled, raw=raw), params)
+    params["slow_agents"] = [agent for agent, _ in found]
+    params["slow_at"] = [float(threshold) for _, threshold in found]
+    at_or_above = (
+        "if(indexOf({slow_agents:Array(String)}, Agent) = 0, 1, "
+        "{latency}>= {slow_at:Array(Float64)}[indexOf({slow_agents:Array(String)}, Agent)])"
+    )
+    hours = store.query(
+        f"SELECT DISTINCT toUnixTimestamp(Hour) FROM runs_by_hour WHERE {rolled} "
+        f"AND {at_or_above.replace('{latency}', 'arrayMax(Latencies) ')}",
+        params,
+    )
+    params["slow_hours"] = [int(hour) for (hour,) in hours]
+    in_hours = " OR ".join(
+        f"(Start >= toDateTime64({{slow_hours:Array(UInt32)}}[{index}], 6) AND "
+        f"Start < toDateTime64({{slow_hours:Array(UInt32)}}[{index}] + 3600, 6))"
+        for index in range(1, len(hours) + 1)
+    )
+    where = [
+        *clauses,
+        f"({plan.in_gaps('Start')} OR {in_hours or '0'})",
+        at_or_above.replace("{latency}", "LatencyS "),
+    ]
+    return runs_sql(where, _RUN_COLUMNS) + order, params
+
+
 def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
     clauses, params = _conditions(query, "Start")
@@ -221,7 +267,7 @@ def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
             runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC, TraceId" + by_agent,
             params,
         ),
-        ("slowest", runs_sql(clauses, _RUN_COLUMNS) + " ORDER BY LatencyS DESC, TraceId" + by_agent, params),
+        ("slowest", *_slowest_sql(store, query, clauses, params)),
         (
             "lowest_scored",
             _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores),
