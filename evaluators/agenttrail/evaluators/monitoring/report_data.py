@@ -24,6 +24,7 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
 from agenttrail.evaluators.monitoring.stats import IN_FRESH, StatsQuery, hourly_plan, query_stats
 
@@ -207,6 +208,45 @@ def _summaries(store: Store, query: ReportQuery) -> list[tuple[Any, ...]]:
     return store.query(sql, {**params, **plan.params()})
 
 
+_FAILURES_BY_HOUR = """
+SELECT Agent, h, sum(f) FROM (
+SELECT Agent, toUnixTimestamp(Hour) AS h, Failures AS f FROM runs_by_hour WHERE {rolled} UNION ALL {raw})
+GROUP BY Agent, h
+"""
+
+
+def _latest_failed_sql(
+    store: Store, query: ReportQuery, clauses: list[str], params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The latest failed runs per agent; with fresh hours, read only from the latest hour from
+    which every agent has `worst` failures on (counted from the hours' failures and the rest's
+    runs): the runs before it cannot be among the latest."""
+    order = " ORDER BY Start DESC, TraceId LIMIT {worst:UInt32} BY Agent"
+    failed = [*clauses, "Failure = 1"]
+    plan = hourly_plan(store, query.since, query.until)
+    if plan is None:
+        return runs_sql(failed, _RUN_COLUMNS) + order, params
+    params = {**params, **plan.params()}
+    rolled = " AND ".join((IN_FRESH, *clauses[2:]))
+    raw = runs_sql(
+        [*failed, plan.in_gaps("Start")], f"Agent, toUInt32({HOUR_OF_START}) AS h, toUInt64(1) AS f"
+    )
+    per_agent: dict[str, list[tuple[int, int]]] = {}
+    for agent, hour, failures in store.query(_FAILURES_BY_HOUR.format(rolled=rolled, raw=raw), params):
+        per_agent.setdefault(agent, []).append((int(hour), int(failures)))
+    start = query.until.timestamp()
+    for hours in per_agent.values():
+        seen, cut = 0, query.since.timestamp()
+        for hour, failures in sorted(hours, reverse=True):
+            seen += failures
+            if seen >= query.worst:
+                cut = max(hour, query.since.timestamp())
+                break
+        start = min(start, cut)
+    params["failed_from"] = f"{start:.6f}"
+    return runs_sql([*failed, "Start >= {failed_from:DateTime64(6)}"], _RUN_COLUMNS) + order, params
+
+
 _SLOW_THRESHOLDS = """
 SELECT Agent, arrayReverseSort(groupArrayArray(lat))[{{worst:UInt32}}] FROM (
 SELECT Agent, Latencies AS lat FROM runs_by_hour WHERE {rolled} UNION ALL {raw}) GROUP BY Agent
@@ -259,14 +299,9 @@ def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     score_clauses, score_params = _conditions(query, "RunStart")
     score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
     scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
-    by_agent = " LIMIT {worst:UInt32} BY Agent"
     found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
-        (
-            "failed",
-            runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC, TraceId" + by_agent,
-            params,
-        ),
+        ("failed", *_latest_failed_sql(store, query, clauses, params)),
         ("slowest", *_slowest_sql(store, query, clauses, params)),
         (
             "lowest_scored",
