@@ -24,9 +24,15 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START
+from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START, HOUR_S
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
-from agenttrail.evaluators.monitoring.stats import IN_FRESH, StatsQuery, hourly_plan, query_stats
+from agenttrail.evaluators.monitoring.stats import (
+    IN_FRESH,
+    HourlyPlan,
+    StatsQuery,
+    hourly_plan,
+    stats_with_plan,
+)
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
 BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -144,7 +150,8 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     """Every row the report needs, tagged by `kind`; the body of `GET /api/v1/report`."""
     rows: list[dict[str, Any]] = [{"kind": "range", "bucket_s": query.bucket, **query.to_params()}]
     stats = StatsQuery(since=query.since, until=query.until, bucket_s=query.bucket, agent=query.agent)
-    for found in query_stats(store, stats):
+    plan = hourly_plan(store, query.since, query.until)  # once: every part below reads it
+    for found in stats_with_plan(store, stats, None if query.bucket % HOUR_S else plan):
         if found["runs"]:
             rows.append(
                 {
@@ -170,7 +177,7 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
             if values["count"]
         )
     for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in _summaries(
-        store, query
+        store, query, plan
     ):
         rows.append(
             {
@@ -185,16 +192,15 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
                 "output_tokens": int(tokens_out),
             }
         )
-    rows.extend(_worst_runs(store, query))
+    rows.extend(_worst_runs(store, query, plan))
     rows.extend(_drift_rows(store, query))
     rows.extend(_alert_rows(store, query))
     return rows
 
 
-def _summaries(store: Store, query: ReportQuery) -> list[tuple[Any, ...]]:
+def _summaries(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> list[tuple[Any, ...]]:
     """Per agent over the period: runs, failures, latency percentiles, tool calls and errors, tokens."""
     clauses, params = _conditions(query, "Start")
-    plan = hourly_plan(store, query.since, query.until)
     if plan is None:
         return store.query(runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params)
     # Fresh whole hours from runs_by_hour (every latency kept: the same percentiles), the rest raw.
@@ -216,14 +222,13 @@ GROUP BY Agent, h
 
 
 def _latest_failed_sql(
-    store: Store, query: ReportQuery, clauses: list[str], params: dict[str, Any]
+    store: Store, query: ReportQuery, plan: HourlyPlan | None, clauses: list[str], params: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """The latest failed runs per agent; with fresh hours, read only from the latest hour from
     which every agent has `worst` failures on (counted from the hours' failures and the rest's
     runs): the runs before it cannot be among the latest."""
     order = " ORDER BY Start DESC, TraceId LIMIT {worst:UInt32} BY Agent"
     failed = [*clauses, "Failure = 1"]
-    plan = hourly_plan(store, query.since, query.until)
     if plan is None:
         return runs_sql(failed, _RUN_COLUMNS) + order, params
     params = {**params, **plan.params()}
@@ -254,14 +259,13 @@ SELECT Agent, Latencies AS lat FROM runs_by_hour WHERE {rolled} UNION ALL {raw})
 
 
 def _slowest_sql(
-    store: Store, query: ReportQuery, clauses: list[str], params: dict[str, Any]
+    store: Store, query: ReportQuery, plan: HourlyPlan | None, clauses: list[str], params: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """The slowest runs per agent; with fresh hours, read only where they can be: per agent the
     `worst`-th highest latency of the period (from the hours' latencies and the rest's runs) is
     a threshold, and only the hours holding a latency at or above it are read run by run (with
     the rest of the period), so the same runs come out in the same order."""
     order = " ORDER BY LatencyS DESC, TraceId LIMIT {worst:UInt32} BY Agent"
-    plan = hourly_plan(store, query.since, query.until)
     if plan is None:
         return runs_sql(clauses, _RUN_COLUMNS) + order, params
     params = {**params, **plan.params()}
@@ -293,7 +297,7 @@ def _slowest_sql(
     return runs_sql(where, _RUN_COLUMNS) + order, params
 
 
-def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+def _worst_runs(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> list[dict[str, Any]]:
     """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
     clauses, params = _conditions(query, "Start")
     score_clauses, score_params = _conditions(query, "RunStart")
@@ -301,8 +305,8 @@ def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
     found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
-        ("failed", *_latest_failed_sql(store, query, clauses, params)),
-        ("slowest", *_slowest_sql(store, query, clauses, params)),
+        ("failed", *_latest_failed_sql(store, query, plan, clauses, params)),
+        ("slowest", *_slowest_sql(store, query, plan, clauses, params)),
         (
             "lowest_scored",
             _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores),

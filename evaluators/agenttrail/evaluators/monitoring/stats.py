@@ -145,6 +145,13 @@ class _Row:
 
 def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
     """Stats rows ordered by agent, groups, bucket start (the JSON contract of `agenttrail stats`)."""
+    # Buckets of whole hours: fresh hours from the hourly rollups, the rest run by run.
+    plan = None if query.bucket_s % hourly.HOUR_S else hourly_plan(store, query.since, query.until)
+    return stats_with_plan(store, query, plan)
+
+
+def stats_with_plan(store: Store, query: StatsQuery, plan: HourlyPlan | None) -> list[dict[str, Any]]:
+    """`query_stats` reading the hours of `plan` (made for this period, buckets of whole hours)."""
     group_columns = [GROUPS[name] for name in query.by]
     bounds = {"since": ts6(query.since.timestamp()), "until": ts6(query.until.timestamp())}
     filters, params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
@@ -158,8 +165,6 @@ def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
         return rows[key]
 
     width = len(group_columns)
-    # Buckets of whole hours: fresh hours from the hourly rollups, the rest run by run.
-    plan = None if query.bucket_s % hourly.HOUR_S else hourly_plan(store, query.since, query.until)
     for found in _run_rows(store, plan, group_columns, filters, params):
         row = row_for(found[0], found[1], tuple(found[2 : 2 + width]))
         runs, failures, latency, tokens_in, tokens_out, tools = found[2 + width :]
