@@ -4,7 +4,10 @@ over 1,000,000 stored runs.
 Runs are generated inside the embedded store (INSERT ... SELECT from numbers()), spread over
 the last 7 days, 4 agents x 20 tasks x 2 models x 2 versions, with 2 % re-assembled (a second
 version of the same run, as late spans cause) and 4 scores per run. Prints the time of each
-query; asserts nothing. `--runs N` for a smaller store.
+query; asserts nothing. `--runs N` for a smaller store. The sidecar's hourly rollup job runs
+once before the queries (its back-fill is timed), and once more after the store changed;
+`--no-hourly` reads the run-level rollups only, as before the hourly ones (for A/B runs on one
+store).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
+from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
+from agenttrail.evaluators.monitoring.hourly import HourlyRollup
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 
@@ -92,7 +97,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--store", help="reuse this directory (generated if empty)")
+    parser.add_argument("--no-hourly", action="store_true", help="read the run-level rollups only")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: drift,overview,inserts")
     args = parser.parse_args()
+    skip = set(args.skip.split(","))
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Store(parse_store(args.store or str(Path(tmp) / "store"), "bench"))
         started = time.perf_counter()
@@ -114,6 +122,14 @@ def main() -> None:
         print(
             f"stored: {counts[0]:,} trajectory rows (incl. versions), {counts[1]:,} scores, {counts[2]} parts"
         )
+        job = HourlyRollup(lambda: store)  # closed hours: the hour now is read run by run
+        started = time.perf_counter()
+        hours = job.run_once()
+        print(f"hourly rollup job: {hours} hours aggregated in {time.perf_counter() - started:.1f} s")
+        timed("hourly rollup job, nothing changed", job.run_once)
+        if args.no_hourly:
+            sources.SOURCE = sources.RUN_ROLLUPS
+            print("reading the run-level rollups only (--no-hourly)")
         until = now + timedelta(seconds=1)
         day, week = until - timedelta(days=1), until - timedelta(days=7)
         print("stats:")
@@ -135,18 +151,22 @@ def main() -> None:
             print(f"    -> {len(rows)} rows")
         print("drift (all agents, every metric):")
         for label, drift in (
-            (
-                "recent 1h vs rolling 24h",
-                DriftQuery(recent_s=3600, baseline=Baseline(rolling_s=86_400), now=until),
-            ),
-            (
-                "recent 24h vs rolling 6d",
-                DriftQuery(recent_s=86_400, baseline=Baseline(rolling_s=6 * 86_400), now=until),
-            ),
-            (
-                "recent 24h vs version v1",
-                DriftQuery(recent_s=86_400, baseline=Baseline(version="v1"), now=until),
-            ),
+            ()
+            if "drift" in skip
+            else (
+                (
+                    "recent 1h vs rolling 24h",
+                    DriftQuery(recent_s=3600, baseline=Baseline(rolling_s=86_400), now=until),
+                ),
+                (
+                    "recent 24h vs rolling 6d",
+                    DriftQuery(recent_s=86_400, baseline=Baseline(rolling_s=6 * 86_400), now=until),
+                ),
+                (
+                    "recent 24h vs version v1",
+                    DriftQuery(recent_s=86_400, baseline=Baseline(version="v1"), now=until),
+                ),
+            )
         ):
             results = timed(label, lambda d=drift: analyse_drift(store, d), repeat=1)
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
@@ -159,20 +179,27 @@ def main() -> None:
             rows = timed(label, lambda r=report: report_rows(store, r))
             print(f"    -> {len(rows)} rows")
         print("console agent overview (the page's data, without rendering):")
-        for label, since in (("1 day", "1d"), ("7 days", "7d")):
+        for label, since in () if "overview" in skip else (("1 day", "1d"), ("7 days", "7d")):
             found = timed(label, lambda s=since: agent_overview(store, "billing-bot", since=s, until=""))
             print(f"    -> {found.runs:,} runs, {len(found.worst)} worst runs")
         print("inserts of 1,000 runs (what the rollups' materialized views add to assembly):")
         for label, changes in (
-            (
-                "first assemblies (Revision 1)",
-                "concat('n', toString(rand64()), TraceId) AS TraceId, 1 AS Revision",
-            ),
-            ("re-assemblies, same start (Revision + 1)", "Revision + 1 AS Revision, Version + 1 AS Version"),
-            (
-                "re-assemblies, start moved (Revision + 1)",
-                "Revision + 1 AS Revision, Version + 2 AS Version, Start + toIntervalSecond(7) AS Start",
-            ),
+            ()
+            if "inserts" in skip
+            else (
+                (
+                    "first assemblies (Revision 1)",
+                    "concat('n', toString(rand64()), TraceId) AS TraceId, 1 AS Revision",
+                ),
+                (
+                    "re-assemblies, same start (Revision + 1)",
+                    "Revision + 1 AS Revision, Version + 1 AS Version",
+                ),
+                (
+                    "re-assemblies, start moved (Revision + 1)",
+                    "Revision + 1 AS Revision, Version + 2 AS Version, Start + toIntervalSecond(7) AS Start",
+                ),
+            )
         ):
             timed(
                 label,

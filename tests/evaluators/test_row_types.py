@@ -20,6 +20,7 @@ from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.judges.criteria.sets import CriteriaSetRow
 from agenttrail.evaluators.monitoring.alerts.schema import AlertHistoryRow, AlertStateRow
 from agenttrail.evaluators.monitoring.drift_events import DriftEventRow
+from agenttrail.evaluators.monitoring.hourly import RollupHourRow
 from agenttrail.evaluators.scoring.run_queue import DecisionRow
 from agenttrail.evaluators.scoring.schema import HeartbeatRow, ReferenceRow, ScoreRow
 
@@ -39,6 +40,7 @@ ROW_TYPES: dict[str, tuple[type[Any], str]] = {
     "drift_events": (DriftEventRow, "Agent"),
     "alert_state": (AlertStateRow, "Fingerprint"),
     "alert_history": (AlertHistoryRow, "Fingerprint"),
+    "rollup_hours": (RollupHourRow, "Generation"),
 }
 
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
@@ -70,15 +72,22 @@ def column_values(column_type: str) -> st.SearchStrategy[Any]:
         # From now to 2096: a row already past a table's TTL (arrivals, alert history) is dropped.
         units = st.integers(int(time.time()) * 10**digits, 4 * 10**9 * 10**digits)
         return units.map(lambda n: fraction_text(n, digits))
+    if bare == "DateTime('UTC')":  # Unix seconds, from now (a row past its TTL is dropped)
+        return st.integers(int(time.time()), 2**32 - 1)
     if bare == "Array(String)":
         return st.lists(TEXT, max_size=3)
+    if bare == "Array(Tuple(String, String))":
+        return st.lists(st.tuples(TEXT, TEXT), max_size=3)
     if bare == "Map(String, String)":
         return st.dictionaries(TEXT, TEXT, max_size=3)
     raise AssertionError(f"no values for column type {column_type}: add them here")
 
 
 def read_back(column_type: str, name: str) -> str:
-    """The SELECT expression for a column: a DateTime64 as its microseconds, to compare exactly."""
+    """The SELECT expression for a column: a DateTime64 as its microseconds, to compare exactly
+    (a DateTime as its seconds)."""
+    if column_type.startswith("DateTime("):
+        return f"toUnixTimestamp({name})"
     return f"toUnixTimestamp64Micro({name})" if "DateTime64" in column_type else name
 
 

@@ -1,5 +1,5 @@
-"""Monitoring's part of `agenttrail serve`: the drift monitor, and the stats and drift
-read routes (what `agenttrail stats` and `agenttrail drift` read while serve holds the store).
+"""Monitoring's part of `agenttrail serve`: the drift monitor, the hourly rollup job, and the
+stats and drift read routes (what `agenttrail stats` and `agenttrail drift` read while serve holds the store).
 scipy loads only where drift is computed."""
 
 from __future__ import annotations
@@ -17,13 +17,16 @@ if TYPE_CHECKING:
 
 
 def install_monitoring(sidecar: Sidecar, config: DriftConfig) -> None:
-    """Add the drift monitor (unless `config` disables it) and the stats/drift routes."""
+    """Add the drift monitor (unless `config` disables it), the hourly rollup job and the
+    stats/drift routes."""
     from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
     from agenttrail.evaluators.monitoring.drift_monitor import DriftMonitor
+    from agenttrail.evaluators.monitoring.hourly import HourlyRollup
     from agenttrail.evaluators.monitoring.route_store import lazy_store
 
     if config.enabled:
         sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
+    sidecar.add_worker(HourlyRollup(sidecar.new_store))
     store = lazy_store(sidecar)
     sidecar.add_read_route(
         "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))

@@ -24,8 +24,15 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START, HOUR_S
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
-from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.monitoring.stats import (
+    IN_FRESH,
+    HourlyPlan,
+    StatsQuery,
+    hourly_plan,
+    stats_with_plan,
+)
 
 # Bucket sizes the automatic choice picks from: at most 60 buckets over the range.
 BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -89,6 +96,12 @@ class ReportQuery:
 
 _RUN_SUMMARY = """Agent, count(), sum(Failure), quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS),
 sum(ToolCount), sum(arrayCount(s -> s = 'error', ToolStatuses)), sum(InputTokens), sum(OutputTokens)"""
+# The summary's parts: a run's own, and a fresh hour's (monitoring/hourly.py).
+_RAW_SUMMARY_PARTS = """Agent, toUInt64(1) AS n, toUInt64(Failure) AS f, [LatencyS] AS lat,
+toUInt64(ToolCount) AS tc, toUInt64(arrayCount(s -> s = 'error', ToolStatuses)) AS te, InputTokens AS i,
+OutputTokens AS o"""
+_HOURLY_SUMMARY_PARTS = """Agent, Runs AS n, Failures AS f, Latencies AS lat, ToolCount AS tc,
+arraySum(ToolErrors) AS te, InputTokens AS i, OutputTokens AS o"""
 _RUN_COLUMNS = """Agent, TraceId, RootSpanId, toUnixTimestamp64Micro(Start), Task, LatencyS, Failure,
 ErrorType"""
 _WORST_COLUMNS = "Agent, TraceId, RootSpanId, Start, Task, LatencyS, Failure, ErrorType"
@@ -137,7 +150,8 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
     """Every row the report needs, tagged by `kind`; the body of `GET /api/v1/report`."""
     rows: list[dict[str, Any]] = [{"kind": "range", "bucket_s": query.bucket, **query.to_params()}]
     stats = StatsQuery(since=query.since, until=query.until, bucket_s=query.bucket, agent=query.agent)
-    for found in query_stats(store, stats):
+    plan = hourly_plan(store, query.since, query.until)  # once: every part below reads it
+    for found in stats_with_plan(store, stats, None if query.bucket % HOUR_S else plan):
         if found["runs"]:
             rows.append(
                 {
@@ -162,9 +176,8 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
             for metric, values in found["metrics"].items()
             if values["count"]
         )
-    clauses, params = _conditions(query, "Start")
-    for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in store.query(
-        runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params
+    for agent, runs, failures, quantiles, tools, tool_errors, tokens_in, tokens_out in _summaries(
+        store, query, plan
     ):
         rows.append(
             {
@@ -179,27 +192,121 @@ def report_rows(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
                 "output_tokens": int(tokens_out),
             }
         )
-    rows.extend(_worst_runs(store, query))
+    rows.extend(_worst_runs(store, query, plan))
     rows.extend(_drift_rows(store, query))
     rows.extend(_alert_rows(store, query))
     return rows
 
 
-def _worst_runs(store: Store, query: ReportQuery) -> list[dict[str, Any]]:
+def _summaries(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> list[tuple[Any, ...]]:
+    """Per agent over the period: runs, failures, latency percentiles, tool calls and errors, tokens."""
+    clauses, params = _conditions(query, "Start")
+    if plan is None:
+        return store.query(runs_sql(clauses, _RUN_SUMMARY) + " GROUP BY Agent ORDER BY Agent", params)
+    # Fresh whole hours from runs_by_hour (every latency kept: the same percentiles), the rest raw.
+    raw = runs_sql([*clauses, plan.in_gaps("Start")], _RAW_SUMMARY_PARTS)
+    rolled = " AND ".join((IN_FRESH, *clauses[2:]))
+    sql = (
+        "SELECT Agent, sum(n), sum(f), quantilesExactInclusiveArray(0.5, 0.95, 0.99)(lat), sum(tc), sum(te), "
+        f"sum(i), sum(o) FROM (SELECT {_HOURLY_SUMMARY_PARTS} FROM runs_by_hour WHERE {rolled} "
+        f"UNION ALL {raw}) GROUP BY Agent ORDER BY Agent"
+    )
+    return store.query(sql, {**params, **plan.params()})
+
+
+_FAILURES_BY_HOUR = """
+SELECT Agent, h, sum(f) FROM (
+SELECT Agent, toUnixTimestamp(Hour) AS h, Failures AS f FROM runs_by_hour WHERE {rolled} UNION ALL {raw})
+GROUP BY Agent, h
+"""
+
+
+def _latest_failed_sql(
+    store: Store, query: ReportQuery, plan: HourlyPlan | None, clauses: list[str], params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The latest failed runs per agent; with fresh hours, read only from the latest hour from
+    which every agent has `worst` failures on (counted from the hours' failures and the rest's
+    runs): the runs before it cannot be among the latest."""
+    order = " ORDER BY Start DESC, TraceId LIMIT {worst:UInt32} BY Agent"
+    failed = [*clauses, "Failure = 1"]
+    if plan is None:
+        return runs_sql(failed, _RUN_COLUMNS) + order, params
+    params = {**params, **plan.params()}
+    rolled = " AND ".join((IN_FRESH, *clauses[2:]))
+    raw = runs_sql(
+        [*failed, plan.in_gaps("Start")], f"Agent, toUInt32({HOUR_OF_START}) AS h, toUInt64(1) AS f"
+    )
+    per_agent: dict[str, list[tuple[int, int]]] = {}
+    for agent, hour, failures in store.query(_FAILURES_BY_HOUR.format(rolled=rolled, raw=raw), params):
+        per_agent.setdefault(agent, []).append((int(hour), int(failures)))
+    start = query.until.timestamp()
+    for hours in per_agent.values():
+        seen, cut = 0, query.since.timestamp()
+        for hour, failures in sorted(hours, reverse=True):
+            seen += failures
+            if seen >= query.worst:
+                cut = max(hour, query.since.timestamp())
+                break
+        start = min(start, cut)
+    params["failed_from"] = f"{start:.6f}"
+    return runs_sql([*failed, "Start >= {failed_from:DateTime64(6)}"], _RUN_COLUMNS) + order, params
+
+
+_SLOW_THRESHOLDS = """
+SELECT Agent, arrayReverseSort(groupArrayArray(lat))[{{worst:UInt32}}] FROM (
+SELECT Agent, Latencies AS lat FROM runs_by_hour WHERE {rolled} UNION ALL {raw}) GROUP BY Agent
+"""
+
+
+def _slowest_sql(
+    store: Store, query: ReportQuery, plan: HourlyPlan | None, clauses: list[str], params: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """The slowest runs per agent; with fresh hours, read only where they can be: per agent the
+    `worst`-th highest latency of the period (from the hours' latencies and the rest's runs) is
+    a threshold, and only the hours holding a latency at or above it are read run by run (with
+    the rest of the period), so the same runs come out in the same order."""
+    order = " ORDER BY LatencyS DESC, TraceId LIMIT {worst:UInt32} BY Agent"
+    if plan is None:
+        return runs_sql(clauses, _RUN_COLUMNS) + order, params
+    params = {**params, **plan.params()}
+    rolled = " AND ".join((IN_FRESH, *clauses[2:]))
+    raw = runs_sql([*clauses, plan.in_gaps("Start")], "Agent, [LatencyS] AS lat")
+    found = store.query(_SLOW_THRESHOLDS.format(rolled=rolled, raw=raw), params)
+    params["slow_agents"] = [agent for agent, _ in found]
+    params["slow_at"] = [float(threshold) for _, threshold in found]
+    at_or_above = (
+        "if(indexOf({slow_agents:Array(String)}, Agent) = 0, 1, "
+        "{latency}>= {slow_at:Array(Float64)}[indexOf({slow_agents:Array(String)}, Agent)])"
+    )
+    hours = store.query(
+        f"SELECT DISTINCT toUnixTimestamp(Hour) FROM runs_by_hour WHERE {rolled} "
+        f"AND {at_or_above.replace('{latency}', 'arrayMax(Latencies) ')}",
+        params,
+    )
+    params["slow_hours"] = [int(hour) for (hour,) in hours]
+    in_hours = " OR ".join(
+        f"(Start >= toDateTime64({{slow_hours:Array(UInt32)}}[{index}], 6) AND "
+        f"Start < toDateTime64({{slow_hours:Array(UInt32)}}[{index}] + 3600, 6))"
+        for index in range(1, len(hours) + 1)
+    )
+    where = [
+        *clauses,
+        f"({plan.in_gaps('Start')} OR {in_hours or '0'})",
+        at_or_above.replace("{latency}", "LatencyS "),
+    ]
+    return runs_sql(where, _RUN_COLUMNS) + order, params
+
+
+def _worst_runs(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> list[dict[str, Any]]:
     """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
     clauses, params = _conditions(query, "Start")
     score_clauses, score_params = _conditions(query, "RunStart")
     score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
     scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
-    by_agent = " LIMIT {worst:UInt32} BY Agent"
     found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
-        (
-            "failed",
-            runs_sql([*clauses, "Failure = 1"], _RUN_COLUMNS) + " ORDER BY Start DESC, TraceId" + by_agent,
-            params,
-        ),
-        ("slowest", runs_sql(clauses, _RUN_COLUMNS) + " ORDER BY LatencyS DESC, TraceId" + by_agent, params),
+        ("failed", *_latest_failed_sql(store, query, plan, clauses, params)),
+        ("slowest", *_slowest_sql(store, query, plan, clauses, params)),
         (
             "lowest_scored",
             _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores),

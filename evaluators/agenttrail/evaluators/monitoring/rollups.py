@@ -34,6 +34,7 @@ test_rollups.py holds this on re-assembled, moved, deleted and re-scored runs).
 from __future__ import annotations
 
 from agenttrail.collector.schema import Migration
+from agenttrail.evaluators.monitoring.hourly import HOURLY_MIGRATIONS
 
 RUNS_BY_START = """
 CREATE TABLE IF NOT EXISTS runs_by_start (
@@ -157,4 +158,5 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
             FILL_SCORES_BY_START,
         ),
     ),
+    *HOURLY_MIGRATIONS,  # 117: per-hour rollups of these (hourly.py)
 )

@@ -34,7 +34,8 @@ class Tables:
     scores: str
 
 
-ROLLUPS = Tables("runs_by_start", "scores_by_start")
+ROLLUPS = Tables("runs_by_start", "scores_by_start")  # and, for whole hours, hourly.py's rollups
+RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start")  # the same tables without the hourly ones
 BASE_TABLES = Tables("trajectories", "scores")
 SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
 
@@ -54,13 +55,14 @@ def runs_sql(where: Sequence[str], columns: str) -> str:
     return f"SELECT {columns} FROM {SOURCE.runs} FINAL WHERE {conditions}"
 
 
-def scores_sql(where: Sequence[str]) -> str:
+def scores_sql(where: Sequence[str], table: str | None = None) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
-    Needs the `multi_version` parameter from `multi_version_metrics`.
+    Needs the `multi_version` parameter from `multi_version_metrics`. `table`: read this one
+    instead of the current source (the hourly rollup job reads the run-level rollup).
     """
     conditions = " AND ".join(("1", *where))
-    table = SOURCE.scores
+    table = table or SOURCE.scores
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
 WHERE {conditions} AND Metric NOT IN {{multi_version:Array(String)}}

@@ -16,6 +16,7 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, iso_utc, parse_time
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring import hourly, sources
 from agenttrail.evaluators.monitoring.sources import (
     RUN_METRICS,
     filter_clauses,
@@ -144,6 +145,13 @@ class _Row:
 
 def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
     """Stats rows ordered by agent, groups, bucket start (the JSON contract of `agenttrail stats`)."""
+    # Buckets of whole hours: fresh hours from the hourly rollups, the rest run by run.
+    plan = None if query.bucket_s % hourly.HOUR_S else hourly_plan(store, query.since, query.until)
+    return stats_with_plan(store, query, plan)
+
+
+def stats_with_plan(store: Store, query: StatsQuery, plan: HourlyPlan | None) -> list[dict[str, Any]]:
+    """`query_stats` reading the hours of `plan` (made for this period, buckets of whole hours)."""
     group_columns = [GROUPS[name] for name in query.by]
     bounds = {"since": ts6(query.since.timestamp()), "until": ts6(query.until.timestamp())}
     filters, params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
@@ -156,17 +164,8 @@ def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
             rows[key] = _Row(bucket, agent, dict(zip(query.by, groups, strict=True)))
         return rows[key]
 
-    keys = ", ".join(["bucket", "Agent", *group_columns])
-    in_period = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
-    run_columns = (
-        "intDiv(toUnixTimestamp64Micro(Start), {bucket_us:UInt64}) AS bucket, Agent"
-        f"{_tail(group_columns)}, count(), sum(Failure), "
-        "quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS), sum(InputTokens), sum(OutputTokens), "
-        "sumMap(ToolNames, arrayMap(s -> toUInt64(1), ToolStatuses), "
-        "arrayMap(s -> toUInt64(s = 'error'), ToolStatuses))"
-    )
     width = len(group_columns)
-    for found in store.query(f"{runs_sql(in_period, run_columns)} GROUP BY {keys}", params):
+    for found in _run_rows(store, plan, group_columns, filters, params):
         row = row_for(found[0], found[1], tuple(found[2 : 2 + width]))
         runs, failures, latency, tokens_in, tokens_out, tools = found[2 + width :]
         row.runs, row.failures, row.latency = int(runs), int(failures), tuple(latency)
@@ -177,7 +176,7 @@ def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
             for name, c, e in zip(names, calls, errors, strict=True)
         }
 
-    for found in _score_rows(store, query, group_columns, filters, params):
+    for found in _score_rows(store, query, plan, group_columns, filters, params):
         row = row_for(found[0], found[1], tuple(found[2 : 2 + width]))
         metric, count, mean, std = found[2 + width :]
         count = int(count)
@@ -189,12 +188,117 @@ def query_stats(store: Store, query: StatsQuery) -> list[dict[str, Any]]:
     return [rows[key].to_json(query.bucket_s) for key in sorted(rows)]
 
 
+_TOOL_TALLY = (
+    "sumMap(names, arrayMap(s -> toUInt64(1), statuses), arrayMap(s -> toUInt64(s = 'error'), statuses))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HourlyPlan:
+    """The whole hours of a stats query that the hourly rollups answer (hourly.py), and how:
+    every other row of the period (edges, hours not rolled up or changed since) is read raw."""
+
+    hours: list[int]
+    generations: list[int]
+    metric_versions: list[tuple[str, str]]
+    gaps: list[tuple[float, float]]  # the rest of the period, [start, end) in Unix seconds
+
+    def params(self) -> dict[str, Any]:
+        gaps = {
+            f"gap{i}_{end}": ts6(bound)
+            for i, gap in enumerate(self.gaps)
+            for end, bound in zip("se", gap, strict=True)
+        }
+        return {"fresh_hours": self.hours, "fresh_generations": self.generations, **gaps}
+
+    def in_gaps(self, column: str) -> str:
+        """`column` in the rest of the period, as ranges the sorting key can skip to."""
+        ranges = [
+            f"({column} >= {{gap{i}_s:DateTime64(6)}} AND {column} < {{gap{i}_e:DateTime64(6)}})"
+            for i in range(len(self.gaps))
+        ]
+        return f"({' OR '.join(ranges) or '0'})"
+
+
+# The rows of the fresh hours' current generations.
+IN_FRESH = (
+    "toUnixTimestamp(Hour) IN {fresh_hours:Array(UInt32)} AND has(arrayZip({fresh_hours:Array(UInt32)}, "
+    "{fresh_generations:Array(UInt64)}), (toUnixTimestamp(Hour), Generation))"
+)
+
+
+def hourly_plan(store: Store, since: datetime, until: datetime) -> HourlyPlan | None:
+    """How to read [since, until) with the hourly rollups; None if no hour of it is fresh."""
+    if sources.SOURCE is not sources.ROLLUPS:
+        return None
+    first, last = hourly.whole_hours(since.timestamp(), until.timestamp())
+    fresh = hourly.fresh_hours(store, first, last)
+    if not fresh:
+        return None
+    hours = sorted(fresh)
+    pairs = sorted({pair for point in fresh.values() for pair in point.metric_versions})
+    gaps: list[tuple[float, float]] = []
+    start = since.timestamp()
+    for hour in hours:
+        if hour > start:
+            gaps.append((start, hour))
+        start = hour + hourly.HOUR_S
+    if start < until.timestamp():
+        gaps.append((start, until.timestamp()))
+    return HourlyPlan(hours, [fresh[hour].generation for hour in hours], pairs, gaps)
+
+
+def _run_rows(
+    store: Store,
+    plan: HourlyPlan | None,
+    group_columns: list[str],
+    filters: list[str],
+    params: dict[str, Any],
+) -> list[tuple[Any, ...]]:
+    """(bucket, agent, groups..., runs, failures, [p50, p95, p99], tokens in, out, tool tally)."""
+    keys = ", ".join(["bucket", "Agent", *group_columns])
+    in_period = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
+    if plan is None:
+        run_columns = (
+            "intDiv(toUnixTimestamp64Micro(Start), {bucket_us:UInt64}) AS bucket, Agent"
+            f"{_tail(group_columns)}, count(), sum(Failure), "
+            "quantilesExactInclusive(0.5, 0.95, 0.99)(LatencyS), sum(InputTokens), sum(OutputTokens), "
+            + _TOOL_TALLY.replace("names", "ToolNames").replace("statuses", "ToolStatuses")
+        )
+        return store.query(f"{runs_sql(in_period, run_columns)} GROUP BY {keys}", params)
+    # Whole fresh hours from runs_by_hour, the rest of the period run by run: the same sums,
+    # and the percentiles over the same latencies (the hourly rows keep every one).
+    rolled = " AND ".join((IN_FRESH, *filters))
+    tail = _tail(group_columns)
+    raw = runs_sql(
+        [*in_period, plan.in_gaps("Start")],
+        f"intDiv(toUnixTimestamp64Micro(Start), {{bucket_us:UInt64}}) AS bucket, Agent{tail}, "
+        "toUInt64(1) AS n, toUInt64(Failure) AS f, [LatencyS] AS lat, InputTokens AS i, OutputTokens AS o, "
+        "CAST(ToolNames, 'Array(String)') AS names, arrayMap(s -> toUInt64(1), ToolStatuses) AS calls, "
+        "arrayMap(s -> toUInt64(s = 'error'), ToolStatuses) AS errors",
+    )
+    sql = (
+        f"SELECT {keys}, sum(n), sum(f), quantilesExactInclusiveArray(0.5, 0.95, 0.99)(lat), sum(i), sum(o), "
+        "sumMap(names, calls, errors) FROM ("
+        f"SELECT intDiv(toUnixTimestamp(Hour), {{bucket_s:UInt32}}) AS bucket, Agent{tail}, Runs AS n, "
+        "Failures AS f, Latencies AS lat, InputTokens AS i, OutputTokens AS o, ToolNames AS names, "
+        f"ToolCalls AS calls, ToolErrors AS errors FROM runs_by_hour WHERE {rolled} "
+        f"UNION ALL {raw}) GROUP BY {keys}"
+    )
+    return store.query(sql, {**params, **plan.params(), "bucket_s": params["bucket_us"] // 1_000_000})
+
+
 def _tail(columns: list[str]) -> str:
     return "".join(f", {column}" for column in columns)
 
 
 def _score_rows(
-    store: Store, query: StatsQuery, group_columns: list[str], filters: list[str], params: dict[str, Any]
+    store: Store,
+    query: StatsQuery,
+    plan: HourlyPlan | None,
+    group_columns: list[str],
+    filters: list[str],
+    params: dict[str, Any],
 ) -> list[tuple[Any, ...]]:
     """(bucket, agent, groups..., metric, count, mean, std); joins runs only for model/version groups."""
     where = ["RunStart >= {since:DateTime64(6)}", "RunStart < {until:DateTime64(6)}", *filters]
@@ -203,9 +307,12 @@ def _score_rows(
     if query.metrics:
         where.append("Metric IN {metrics:Array(String)}")
         params["metrics"] = list(query.metrics)
+    joined = bool({"Model", "AgentVersion"} & set(group_columns))
+    if plan is not None and not joined:
+        return _hourly_score_rows(store, plan, group_columns, where, params)
     params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
     source = f"({scores_sql(where)}) AS s"
-    if {"Model", "AgentVersion"} & set(group_columns):
+    if joined:
         run_where = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
         runs = runs_sql(run_where, "TraceId, RootSpanId, Model, AgentVersion")
         source += f" INNER JOIN ({runs}) AS r ON s.TraceId = r.TraceId AND s.RootSpanId = r.RootSpanId"
@@ -216,3 +323,35 @@ def _score_rows(
         f"FROM {source} GROUP BY bucket, s.Agent{group_sql}, s.Metric"
     )
     return store.query(sql, params)
+
+
+def _hourly_score_rows(
+    store: Store, plan: HourlyPlan, group_columns: list[str], where: list[str], params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """`_score_rows` from scores_by_hour for the fresh hours and the scores for the rest.
+
+    A metric that more than one evaluator version scored in the period takes each run's
+    latest score (sources.scores_sql), possibly across hours: such metrics are read raw for
+    the whole period. Which they are is today's `multi_version_metrics` answer, from the pairs
+    each fresh hour recorded and the raw rows' own."""
+    params = {**params, **plan.params()}
+    raw_hours = plan.in_gaps("RunStart")
+    raw_pairs = store.query(
+        hourly.METRIC_VERSIONS.format(where=" AND ".join([*where[:2], raw_hours])), params
+    )
+    params["multi_version"] = sorted(
+        hourly.multi_version([*plan.metric_versions, *(pair for _, found in raw_pairs for pair in found)])
+    )
+    group_sql = _tail(group_columns)  # Task only: model and version groups join the runs
+    rolled = " AND ".join((IN_FRESH, *where[2:], "Metric NOT IN {multi_version:Array(String)}"))
+    raw = scores_sql([*where, f"({raw_hours} OR Metric IN {{multi_version:Array(String)}})"])
+    sql = (
+        f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
+        "FROM ("
+        f"SELECT intDiv(toUnixTimestamp(Hour), {{bucket_s:UInt32}}) AS bucket, Agent{group_sql}, Metric, "
+        f"Scores AS v FROM scores_by_hour WHERE {rolled} UNION ALL "
+        f"SELECT intDiv(toUnixTimestamp64Micro(RunStart), {{bucket_us:UInt64}}) AS bucket, Agent{group_sql}, "
+        f"Metric, if(Score IS NULL, [], [assumeNotNull(Score)]) AS v FROM ({raw})"
+        f") GROUP BY bucket, Agent{group_sql}, Metric"
+    )
+    return store.query(sql, {**params, "bucket_s": params["bucket_us"] // 1_000_000})

@@ -1,0 +1,329 @@
+"""Per-hour rollups of the run-level rollups: what stats and the report read for whole hours.
+
+`runs_by_hour` holds, per (hour, agent, task, model, agent version), the live runs' count,
+failures, tokens, tool tally and every latency (an array: exact percentiles need the values);
+`scores_by_hour`, per (hour, agent, task, metric), every non-null score. No materialized view
+writes them (views on `trajectories` cost the assembler about a quarter of its CPU per run):
+the sidecar's rollup job (`HourlyRollup`) aggregates closed hours from `runs_by_start` and
+`scores_by_start` and re-aggregates an hour only when its rows changed.
+
+Each aggregation of an hour is a generation: its rows carry the generation, and `rollup_hours`
+points at the hour's current generation beside a fingerprint of the hour's rows in the
+run-level rollups as they were just before that aggregation (count and a sum of row hashes,
+over the rows as stored, versions included). A query reads an hour from the rollup only if the
+fingerprint it computes now equals the stored one; any other hour of the period (not rolled
+up yet, changed since, the open hour, the partial hours at the edges) it reads from the runs
+themselves. So answers equal those over the runs whatever the job has done (an insert, a
+deletion marker, a re-score or the sweep's DELETE all change the fingerprint; a background
+merge does too, which only costs a re-aggregation). The fingerprint is taken before the
+aggregation, so a change landing in between leaves a pointer that no longer matches, never a
+matching pointer to stale rows. Rows of a superseded generation are deleted a cycle later,
+after any query that read the old pointer has finished.
+
+Migration 117 creates the tables empty: the first cycle of the job back-fills every hour, and
+until then queries read the runs, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from agenttrail.collector.background import BackgroundLoop
+from agenttrail.collector.schema import Migration
+from agenttrail.collector.store import Store
+
+log = logging.getLogger(__name__)
+
+HOUR_S = 3600
+UNUSED_AFTER_NS = 600 * 10**9
+# The hour a row belongs to, in Unix seconds: UTC whatever the server's time zone.
+HOUR_OF_START = "intDiv(toUnixTimestamp64Micro(Start), 3600000000) * 3600"
+HOUR_OF_RUN_START = "intDiv(toUnixTimestamp64Micro(RunStart), 3600000000) * 3600"
+
+RUNS_BY_HOUR = """
+CREATE TABLE IF NOT EXISTS runs_by_hour (
+    Hour DateTime('UTC'),
+    Generation UInt64,
+    Agent LowCardinality(String),
+    Task String,
+    Model LowCardinality(String),
+    AgentVersion String,
+    Runs UInt64,
+    Failures UInt64,
+    InputTokens UInt64,
+    OutputTokens UInt64,
+    ToolCount UInt64,
+    ToolNames Array(String),
+    ToolCalls Array(UInt64),
+    ToolErrors Array(UInt64),
+    Latencies Array(Float64)
+) ENGINE = MergeTree
+ORDER BY (Hour, Generation, Agent, Task, Model, AgentVersion)
+"""
+
+SCORES_BY_HOUR = """
+CREATE TABLE IF NOT EXISTS scores_by_hour (
+    Hour DateTime('UTC'),
+    Generation UInt64,
+    Agent LowCardinality(String),
+    Task String,
+    Metric LowCardinality(String),
+    Scores Array(Float64)
+) ENGINE = MergeTree
+ORDER BY (Hour, Generation, Agent, Metric, Task)
+"""
+
+# The current generation of each rolled-up hour and the fingerprints it was aggregated at.
+ROLLUP_HOURS = """
+CREATE TABLE IF NOT EXISTS rollup_hours (
+    Hour DateTime('UTC'),
+    Generation UInt64,
+    RunRows UInt64,
+    RunHash UInt64,
+    ScoreRows UInt64,
+    ScoreHash UInt64,
+    MetricVersions Array(Tuple(String, String))
+) ENGINE = ReplacingMergeTree(Generation)
+ORDER BY Hour
+"""
+
+HOURLY_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(117, "per-hour monitoring rollups", (RUNS_BY_HOUR, SCORES_BY_HOUR, ROLLUP_HOURS)),
+)
+
+# Per hour: the rows of runs_by_start / scores_by_start as stored (not FINAL: every version,
+# deletion markers included), counted and hashed. Reads only narrow columns, no strings: every
+# writer stores a changed run or score under a new Version / CreatedAt (the assembler's
+# time_ns, the scorer's clock), so a change always changes the hashed columns or the count.
+_RUN_FINGERPRINTS = f"""
+SELECT {HOUR_OF_START} AS h, count(), sum(cityHash64(Start, Version, IsDeleted))
+FROM runs_by_start WHERE Start >= {{first:DateTime64(6)}} AND Start < {{last:DateTime64(6)}} GROUP BY h
+"""
+_SCORE_FINGERPRINTS = f"""
+SELECT {HOUR_OF_RUN_START} AS h, count(),
+    sum(cityHash64(RunStart, CreatedAt, Score, IsDeleted))
+FROM scores_by_start
+WHERE RunStart >= {{first:DateTime64(6)}} AND RunStart < {{last:DateTime64(6)}} GROUP BY h
+"""
+
+_IN_HOURS = "{hour} IN {{hours:Array(UInt32)}}"
+
+_FILL_RUNS = f"""
+INSERT INTO runs_by_hour
+SELECT toDateTime({HOUR_OF_START}, 'UTC') AS Hour, {{generation:UInt64}}, Agent, Task, Model, AgentVersion,
+    count(), sum(Failure), sum(InputTokens), sum(OutputTokens), sum(ToolCount),
+    (sumMap(CAST(ToolNames, 'Array(String)'), arrayMap(s -> toUInt64(1), ToolStatuses),
+        arrayMap(s -> toUInt64(s = 'error'), ToolStatuses)) AS tally).1, tally.2, tally.3,
+    groupArray(LatencyS)
+FROM runs_by_start FINAL
+WHERE IsDeleted = 0 AND {_IN_HOURS.format(hour=HOUR_OF_START)}
+GROUP BY Hour, Agent, Task, Model, AgentVersion
+"""
+
+# Per run one score per metric, as every query reads them (sources.scores_sql).
+_FILL_SCORES = f"""
+INSERT INTO scores_by_hour
+SELECT toDateTime({HOUR_OF_RUN_START}, 'UTC') AS Hour, {{generation:UInt64}}, Agent, Task, Metric,
+    groupArrayIf(assumeNotNull(Score), Score IS NOT NULL)
+FROM ({{scores}})
+GROUP BY Hour, Agent, Task, Metric
+"""
+
+# The (metric, evaluator version) pairs scored per hour, as `sources.multi_version_metrics`
+# reads them (every stored row): which metrics take the per-run latest-score path.
+METRIC_VERSIONS = f"""
+SELECT {HOUR_OF_RUN_START} AS h, groupUniqArray((toString(Metric), toString(EvaluatorVersion)))
+FROM scores_by_start WHERE {{where}} GROUP BY h
+"""
+
+
+class RollupHourRow(NamedTuple):
+    """One row of `rollup_hours`: an hour's current generation and its fingerprint then."""
+
+    Hour: int  # Unix seconds
+    Generation: int
+    RunRows: int
+    RunHash: int
+    ScoreRows: int
+    ScoreHash: int
+    MetricVersions: list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """An hour's rows in the run-level rollups: count and hash sum of runs, then of scores."""
+
+    run_rows: int = 0
+    run_hash: int = 0
+    score_rows: int = 0
+    score_hash: int = 0
+
+
+class Point(NamedTuple):
+    """Where an hour's rollup stands: its generation, fingerprint and metric versions."""
+
+    generation: int
+    mark: Fingerprint
+    metric_versions: list[tuple[str, str]]
+
+
+def fingerprints(store: Store, first: int, last: int) -> dict[int, Fingerprint]:
+    """The fingerprint of every hour with rows in [first, last) (Unix seconds, whole hours)."""
+    params = {"first": f"{first}.000000", "last": f"{last}.000000"}
+    found: dict[int, list[int]] = {}
+    for hour, rows, digest in store.query(_RUN_FINGERPRINTS, params):
+        found.setdefault(int(hour), [0, 0, 0, 0])[0:2] = [int(rows), int(digest)]
+    for hour, rows, digest in store.query(_SCORE_FINGERPRINTS, params):
+        found.setdefault(int(hour), [0, 0, 0, 0])[2:4] = [int(rows), int(digest)]
+    return {hour: Fingerprint(*values) for hour, values in found.items()}
+
+
+def stored_points(store: Store, first: int, last: int) -> dict[int, Point]:
+    """hour -> its current generation, what it was aggregated at, the metric versions it holds."""
+    rows = store.query(
+        "SELECT toUnixTimestamp(Hour), Generation, RunRows, RunHash, ScoreRows, ScoreHash, MetricVersions "
+        "FROM rollup_hours FINAL WHERE Hour >= toDateTime({first:UInt32}, 'UTC') "
+        "AND Hour < toDateTime({last:UInt32}, 'UTC')",
+        {"first": first, "last": last},
+    )
+    return {
+        int(hour): Point(int(generation), Fingerprint(*(int(value) for value in marks)), list(pairs))
+        for hour, generation, *marks, pairs in rows
+    }
+
+
+def fresh_hours(store: Store, first: int, last: int) -> dict[int, Point]:
+    """The hours in [first, last) whose rollup matches their rows now, with their points."""
+    if last <= first:
+        return {}
+    points = stored_points(store, first, last)
+    if not points:
+        return {}
+    now = fingerprints(store, first, last)
+    return {hour: point for hour, point in points.items() if now.get(hour) == point.mark}
+
+
+def whole_hours(since: float, until: float) -> tuple[int, int]:
+    """[first, last): the whole hours inside [since, until), Unix seconds (empty if first >= last)."""
+    return math.ceil(since / HOUR_S) * HOUR_S, math.floor(until / HOUR_S) * HOUR_S
+
+
+def roll_up(store: Store, hours: Sequence[int], marks: Mapping[int, Fingerprint], generation: int) -> None:
+    """Aggregate `hours` as `generation`, then point each hour at it with its fingerprint taken
+    before the aggregation (`marks`)."""
+    from agenttrail.evaluators.monitoring.sources import scores_sql
+
+    if not hours:
+        return
+    params: dict[str, Any] = {"generation": generation, "hours": list(hours)}
+    store.command(_FILL_RUNS, params)
+    in_hours = _IN_HOURS.format(hour=HOUR_OF_RUN_START)
+    pairs = {int(hour): found for hour, found in store.query(METRIC_VERSIONS.format(where=in_hours), params)}
+    # A metric two evaluator versions scored within these hours takes each run's latest score.
+    params["multi_version"] = sorted(multi_version(pair for found in pairs.values() for pair in found))
+    scores = scores_sql([in_hours], "scores_by_start")
+    store.command(_FILL_SCORES.replace("{scores}", scores), params)
+    points = []
+    for hour in hours:
+        mark = marks.get(hour, Fingerprint())
+        points.append(
+            RollupHourRow(
+                Hour=hour,
+                Generation=generation,
+                RunRows=mark.run_rows,
+                RunHash=mark.run_hash,
+                ScoreRows=mark.score_rows,
+                ScoreHash=mark.score_hash,
+                MetricVersions=sorted(pairs.get(hour, [])),
+            )
+        )
+    store.insert("rollup_hours", points)
+
+
+def multi_version(pairs: Iterable[tuple[str, str]]) -> set[str]:
+    """The metrics among (metric, evaluator version) pairs scored by more than one version."""
+    versions: dict[str, set[str]] = {}
+    for metric, version in pairs:
+        versions.setdefault(metric, set()).add(version)
+    return {metric for metric, found in versions.items() if len(found) > 1}
+
+
+_ORPHANS = """
+SELECT DISTINCT toUnixTimestamp(Hour), Generation FROM {table}
+WHERE Generation < {{before:UInt64}}
+    AND (Hour, Generation) NOT IN (SELECT Hour, Generation FROM rollup_hours FINAL)
+"""
+
+
+class HourlyRollup(BackgroundLoop):
+    """Keeps `runs_by_hour` / `scores_by_hour` up to date for closed hours, one pass a cycle."""
+
+    name = "hourly-rollup"
+
+    def __init__(
+        self,
+        store_factory: Callable[[], Store],
+        interval_s: float = 60.0,
+        hours_per_cycle: int = 24 * 7,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(what="hourly rollup", thread_name="agenttrail-rollup", poll_interval_s=interval_s)
+        self._store_factory = store_factory
+        self._store: Store | None = None
+        self._hours_per_cycle = hours_per_cycle
+        self._clock = clock
+        self._unused: set[tuple[str, int, int]] = set()  # (table, hour, generation) seen unused
+        self.hours_aggregated = 0
+        self.failures = 0
+        self.last_error = ""
+
+    def count_failure(self, message: str) -> None:
+        self.failures += 1
+        self.last_error = message
+
+    def cycle(self) -> None:
+        self.run_once()
+
+    def run_once(self) -> int:
+        """Re-aggregate the closed hours whose rows changed (oldest first, at most
+        `hours_per_cycle`), then drop unused generations; returns the hours aggregated."""
+        if self._store is None:
+            self._store = self._store_factory()
+        store = self._store
+        closed = int(self._clock() // HOUR_S) * HOUR_S
+        marks = fingerprints(store, 0, closed)
+        points = stored_points(store, 0, closed)
+        stale = sorted(
+            hour for hour, mark in marks.items() if hour not in points or points[hour].mark != mark
+        )
+        stale = stale[: self._hours_per_cycle]
+        roll_up(store, stale, marks, time.time_ns())
+        self.hours_aggregated += len(stale)
+        self._drop_unused(store)
+        return len(stale)
+
+    def _drop_unused(self, store: Store) -> None:
+        """Delete generations no hour points at: superseded ones, and a failed cycle's. A
+        generation goes only once it was seen unused a cycle before and is over ten minutes
+        old, so no query still reading it through an older pointer, and no other writer about
+        to point at it, loses its rows."""
+        before = time.time_ns() - UNUSED_AFTER_NS
+        unused = {
+            (table, int(hour), int(generation))
+            for table in ("runs_by_hour", "scores_by_hour")
+            for hour, generation in store.query(_ORPHANS.format(table=table), {"before": before})
+        }
+        for table in ("runs_by_hour", "scores_by_hour"):
+            pairs = sorted((hour, gen) for name, hour, gen in unused & self._unused if name == table)
+            if pairs:
+                store.command(
+                    f"DELETE FROM {table} WHERE (toUnixTimestamp(Hour), Generation) IN "
+                    "arrayZip({hours:Array(UInt32)}, {generations:Array(UInt64)})",
+                    {"hours": [hour for hour, _ in pairs], "generations": [gen for _, gen in pairs]},
+                )
+        self._unused = unused - self._unused
