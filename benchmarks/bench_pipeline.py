@@ -13,9 +13,9 @@ run is assembled and scored, stops the sidecar, and reads the stored times back:
 - scoring lag: a run's first score `CreatedAt` minus its trace's last arrival;
 - ack p50/p99 at the client, and the sidecar's peak RSS.
 
-The previous figures (benchmarks/pipeline-baseline.json) print beside the new ones; `--save`
-replaces them. Prints figures; asserts nothing. About `--seconds` + 1-2 minutes of start-up and
-catch-up on two cores.
+The previous figures at the same offered rate (benchmarks/pipeline-baseline.json, keyed by the
+rate) print beside the new ones; `--save` replaces that rate's. Prints figures; asserts nothing.
+About `--seconds` + 1-2 minutes of start-up and catch-up on two cores.
 """
 
 from __future__ import annotations
@@ -195,14 +195,18 @@ def main() -> None:
     parser.add_argument("--save", action="store_true", help=f"write the figures to {BASELINE.name}")
     args = parser.parse_args()
     figures = run(args.rate, args.seconds, args.clients)
-    previous: dict[str, float] = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    # Figures only compare at the same offered rate: a baseline holds one set per rate.
+    baselines: dict[str, dict[str, float]] = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    rate_key = f"{args.rate:g}"
+    previous = baselines.get(rate_key, {})
     print(f"pipeline: {args.rate:,.0f} spans/s offered for {args.seconds:.0f} s, quiet {QUIET_PERIOD_S} s")
     print(f"  {'':<22}{'now':>12}{'previous':>12}")
     for name, value in figures.items():
         before = previous.get(name)
         print(f"  {name:<22}{value:>12,.2f}{'' if before is None else f'{before:,.2f}':>12}")
     if args.save:
-        BASELINE.write_text(json.dumps(figures, indent=1) + "\n")
+        baselines[rate_key] = figures
+        BASELINE.write_text(json.dumps(baselines, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
