@@ -99,7 +99,9 @@ def database(chdb_dir: Path) -> Iterator[str]:
     from agenttrail.collector.store import Store, StoreError, parse_store
 
     try:
-        cleaner = Store(parse_store(str(chdb_dir), name), create_database=False)
+        # Created if the test never did (it failed early, or used only subprocesses): a client
+        # bound to a missing database cannot run even the DROP.
+        cleaner = Store(parse_store(str(chdb_dir), name))
     except StoreError:
         return  # the directory is gone or held elsewhere: nothing to save
     try:
