@@ -4,20 +4,17 @@ chdb loads."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from serve_processes import AGENTTRAIL, wait_ready
 
 # A serve start-up can take minutes on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(600)
-
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -79,16 +76,7 @@ def test_serve_applies_the_setting(tmp_path: Path) -> None:
         env=_clean_env(AGENTTRAIL_ENGINE_DIRTY_DECAY_MS="700"),
     )
     try:
-        lock = store / "agenttrail.agenttrail.lock"
-        deadline = time.monotonic() + 480
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                info = json.loads(lock.read_text() or "{}")
-            except (FileNotFoundError, json.JSONDecodeError):
-                info = {}
-            if info.get("pid") == process.pid and not info.get("starting"):
-                break
-            time.sleep(0.2)
+        wait_ready(store, process, timeout=480)
         process.terminate()
         _, stderr = process.communicate(timeout=120)
     finally:

@@ -8,20 +8,18 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+from serve_processes import AGENTTRAIL, wait_ready
 
 # Up to three serve start-ups per test; each can take minutes on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(900)
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -44,24 +42,6 @@ def start_serve(store: Path, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_ready(store: Path, process: subprocess.Popen[str], timeout: float = 240) -> dict[str, Any]:
-    """The sidecar's addresses, once its lock file names the bound ports. Generous: serve took
-    over 60 s to listen with the suite on 4 pytest-xdist workers on a loaded 2-core machine."""
-    deadline = time.monotonic() + timeout
-    lock = store / "agenttrail.agenttrail.lock"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early: {process.stderr.read() if process.stderr else ''}")
-        try:
-            info = json.loads(lock.read_text() or "{}")
-        except (FileNotFoundError, json.JSONDecodeError):
-            info = {}
-        if info.get("pid") == process.pid and not info.get("starting"):
-            return info
-        time.sleep(0.1)
-    raise AssertionError("serve did not become ready")
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -6,12 +6,10 @@ declines most refunds). The demo fills one store once per module, in a process o
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,10 +19,10 @@ import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from serve_processes import AGENTTRAIL, wait_ready
 
 pytestmark = pytest.mark.timeout(900)  # the demo fill and serve's start on a loaded 2-core machine
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 TOKEN = "mcp-test-token"
 DEMO = """
 from agenttrail.evaluators.composition import build_sidecar
@@ -64,18 +62,7 @@ def served(demo_stores: tuple[Path, Path]) -> Iterator[str]:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 300
-        lock = store / "agenttrail.agenttrail.lock"
-        while True:
-            assert process.poll() is None, f"serve exited: {process.stderr.read() if process.stderr else ''}"
-            assert time.monotonic() < deadline, "serve did not become ready within 300 s"
-            try:
-                info = json.loads(lock.read_text() or "{}")
-            except (FileNotFoundError, json.JSONDecodeError):
-                info = {}
-            if info.get("pid") == process.pid and not info.get("starting"):
-                break
-            time.sleep(0.2)
+        info = wait_ready(store, process, timeout=300)
         yield f"http://{info['http']}/mcp/"
     finally:
         process.terminate()

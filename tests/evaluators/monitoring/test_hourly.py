@@ -59,12 +59,6 @@ def fresh(store: Store, base: float) -> int:
     return len(fresh_hours(store, int(base - 7 * HOUR), int(base + 7 * HOUR)))
 
 
-@pytest.fixture
-def rollup_store(store: Store) -> Store:
-    migrate(store, ALL_MIGRATIONS)
-    return store
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_hourly_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int) -> None:
     store = rollup_store

@@ -222,12 +222,6 @@ def assert_all_equal(store: Store, base: float) -> None:
         assert_same(rolled, from_base, f"overview {agent}")
 
 
-@pytest.fixture
-def rollup_store(store: Store) -> Store:
-    migrate(store, ALL_MIGRATIONS)
-    return store
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int) -> None:
     """Over re-assembled, moved, re-agented, deleted, revived and re-scored runs, in several
