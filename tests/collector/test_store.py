@@ -102,26 +102,3 @@ def test_clickhouse_server_round_trip() -> None:
     finally:
         server.command(f"DROP DATABASE IF EXISTS `{database}`")
         server.close()
-
-
-def test_newest_runs_read_the_start_ordered_projection(store: Any) -> None:
-    """`ORDER BY Start DESC LIMIT n` over trajectories (the console's runs pages) reads the
-    by_start projection, not every row's Start in the trace-id-sorted table; after a merge drops
-    an old version, or a lightweight DELETE a row, the projection drops it too."""
-    from trajectory_rows import agent_run, insert_trajectories, run_row
-
-    start = 1_767_225_601.0  # 2026-01-01 00:00:01 UTC
-    root = "1" * 16
-    old = agent_run(start=start, trace_id="a" * 32, root_span_id=root, task="old")
-    other = agent_run(start=start + 1, trace_id="b" * 32, task="b")
-    new = agent_run(start=start + 2, trace_id="a" * 32, root_span_id=root, task="new")  # re-assembled
-    insert_trajectories(store, [run_row(old, revision=1), run_row(other, revision=1)])
-    insert_trajectories(store, [run_row(new, revision=2)])
-    newest = "SELECT Task FROM trajectories ORDER BY Start DESC LIMIT 10"
-    plan = "\n".join(r[0] for r in store.query(f"EXPLAIN projections = 1 {newest}"))
-    assert "ReadFromMergeTree (by_start)" in plan, plan
-    store.command("OPTIMIZE TABLE trajectories FINAL")
-    assert [r[0] for r in store.query(newest)] == ["new", "b"]
-    # a lightweight DELETE (a user's, or a test's) is allowed and reaches the projection too
-    store.command("DELETE FROM trajectories WHERE TraceId = {t:String}", {"t": "b" * 32})
-    assert [r[0] for r in store.query(newest)] == ["new"]

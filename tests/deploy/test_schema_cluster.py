@@ -70,10 +70,13 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     assert re.search(r"INSERT INTO traces\.runs_by_start .* FROM traces\.trajectories FINAL", joined)
     # projections and storage settings exist on the MergeTree tables only, not the Distributed ones
     storage_alters = re.findall(
-        r"ALTER TABLE (\S+) ON CLUSTER prod (?:MODIFY SETTING|\w+ PROJECTION)", joined
+        r"ALTER TABLE (\S+) ON CLUSTER prod (?:MODIFY SETTING|RESET SETTING|\w+ PROJECTION)", joined
     )
     assert storage_alters
     assert all(table.endswith("_local") for table in storage_alters), storage_alters
+    assert (
+        "ALTER TABLE traces.trajectories_local ON CLUSTER prod DROP PROJECTION IF EXISTS by_start" in joined
+    )
 
 
 def test_cluster_tables_run_without_replication(store: Store) -> None:

@@ -85,7 +85,9 @@ class ClusterSchema:
         if match := _ALTER.match(statement):
             table, change = match.groups()
             # Settings and projections belong to the MergeTree tables; a Distributed table has none.
-            storage_only = re.match(r"\s*(MODIFY SETTING|ADD PROJECTION|MATERIALIZE PROJECTION)", change)
+            storage_only = re.match(
+                r"\s*(MODIFY SETTING|RESET SETTING|(ADD|MATERIALIZE|DROP) PROJECTION)", change
+            )
             names = [self.local(table)]
             if self.distributed and not storage_only:
                 names.append(table)

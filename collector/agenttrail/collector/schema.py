@@ -212,7 +212,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # rebuild it and a lightweight DELETE drops it from the parts it touches (their reads fall back
     # to the table; "rebuild" there kept deleted rows visible through the projection in chDB 26.9;
     # ClickHouse refuses both on a ReplacingMergeTree with a
-    # projection otherwise). Costs about the table's size again.
+    # projection otherwise). Costs about the table's size again. Dropped by migration 6.
     Migration(
         4,
         "trajectories projection by start time",
@@ -234,6 +234,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         "otel_traces merges column by column",
         (
             "ALTER TABLE otel_traces MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, "
+            "vertical_merge_algorithm_min_bytes_to_activate = 0, "
+            "vertical_merge_algorithm_min_columns_to_activate = 1",
+        ),
+    ),
+    # Migration 4's copy, gone: every merge of `trajectories` rebuilt it, a sort of every column
+    # (the calls' JSON too), the largest allocation under overload (251-343 MiB of one merge,
+    # benchmarks/memory_probe.py). The console's newest-first pages read the time-sorted
+    # run-level rollup `runs_by_start` instead (evaluators' migration 116, which only the
+    # evaluators make; the collector's own reads use FINAL, which never read the projection).
+    # The two settings only allowed a projection on a ReplacingMergeTree; back to ClickHouse's.
+    Migration(
+        6,
+        "trajectories without the by_start projection",
+        (
+            "ALTER TABLE trajectories DROP PROJECTION IF EXISTS by_start",
+            "ALTER TABLE trajectories RESET SETTING deduplicate_merge_projection_mode, "
+            "lightweight_mutation_projection_mode",
+            "ALTER TABLE trajectories MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, "
             "vertical_merge_algorithm_min_bytes_to_activate = 0, "
             "vertical_merge_algorithm_min_columns_to_activate = 1",
         ),

@@ -8,6 +8,7 @@ time, `after` asks for runs newer than the newest one shown (the page's live upd
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -17,6 +18,7 @@ from agenttrail.collector.store import Store
 _CURSOR = re.compile(r"^(\d{1,19}):([0-9a-f]{32}):([0-9a-f]{0,16})$")
 _STATUSES = ("ok", "failed")
 PAGE_SIZE = 50
+Key = tuple[int, str, str]  # a run's (start in epoch microseconds, trace id, root span id)
 
 
 def _cursor(text: str, what: str) -> tuple[int, str, str]:
@@ -91,7 +93,8 @@ class RunsFilter:
         return {key: str(value) for key, value in values.items() if value not in ("", None)}
 
     def where(self) -> tuple[list[str], dict[str, Any]]:
-        """Conditions on `trajectories` (bound parameters only)."""
+        """Conditions on `trajectories` (bound parameters only); all but `q`'s hold for
+        `runs_by_start` too, which has every column they read but Input and Output."""
         clauses = ["IsDeleted = 0"]
         params: dict[str, Any] = {}
         for column, key in (("Agent", "agent"), ("AgentVersion", "version"), ("Task", "task")):
@@ -128,6 +131,8 @@ class RunsFilter:
         for key, op in (("before", "<"), ("after", ">")):
             if getattr(self, key):
                 start_us, trace, root = _cursor(getattr(self, key), key)
+                # The plain bound on Start lets ClickHouse skip the days (partitions) outside it.
+                clauses.append(f"Start {op}= fromUnixTimestamp64Micro({{{key}_s:Int64}})")
                 clauses.append(
                     f"(Start, TraceId, RootSpanId) {op} "
                     f"(fromUnixTimestamp64Micro({{{key}_s:Int64}}), {{{key}_t:String}}, {{{key}_r:String}})"
@@ -166,6 +171,146 @@ class RunsPage:
     next_cursor: str | None  # older runs exist: the `before` of the next page
 
 
+# How far back from the newest run (or the cursor) each look for a page's runs reaches, then
+# everything older: a busy store's newest page is in its last hour, a quiet one's further back.
+WINDOWS_S = (3_600, 86_400, 7 * 86_400, 31 * 86_400, 366 * 86_400)
+_NEWEST = "SELECT toUnixTimestamp64Micro(max(Start)) FROM runs_by_start"
+
+
+def time_windows(
+    store: Store, params: dict[str, Any], *, since_us: int | None
+) -> Iterator[tuple[list[str], dict[str, Any]]]:
+    """The windows of time, newest first, that a search for the newest runs reads one at a time:
+    back from the newest run in `runs_by_start` (or the `before` cursor, or `until`, in `params`)
+    by `WINDOWS_S`, then everything older; each as conditions on Start and their parameters.
+    `since_us` (a lower bound the caller's conditions hold) ends them there."""
+    top = params.get("before_s")
+    if top is None:
+        newest = store.query(_NEWEST)
+        top = int(newest[0][0]) if newest else 0
+    if "until" in params:
+        top = min(top, params["until"])
+    upper: int | None = None
+    for lower in [*(top - seconds * 1_000_000 for seconds in WINDOWS_S), None]:
+        window: list[str] = []
+        bounds = dict(params)
+        if lower is not None:
+            window.append("Start >= fromUnixTimestamp64Micro({w_lower:Int64})")
+            bounds["w_lower"] = lower
+        if upper is not None:
+            window.append("Start < fromUnixTimestamp64Micro({w_upper:Int64})")
+            bounds["w_upper"] = upper
+        yield window, bounds
+        if lower is None or (since_us is not None and lower <= since_us):
+            return
+        upper = lower
+
+
+def newest_live(
+    store: Store,
+    columns: str,
+    clauses: list[str],
+    params: dict[str, Any],
+    limit: int,
+    *,
+    since_us: int | None,
+) -> list[tuple[Any, ...]]:
+    """`columns` of the newest `limit` live runs matching `clauses`, newest first, from `runs_by_start`.
+
+    `trajectories` is sorted by trace id, so the newest runs are everywhere in it; the run-level
+    rollup `runs_by_start` (monitoring/rollups.py: the latest version of each run, partitioned by
+    day) is read instead, one of `time_windows` at a time, each with FINAL over only the days it
+    covers, until `limit` rows are found.
+    """
+    order = "ORDER BY Start DESC, TraceId DESC, RootSpanId DESC"
+    found: list[tuple[Any, ...]] = []
+    for window, bounds in time_windows(store, params, since_us=since_us):
+        found += store.query(
+            f"SELECT {columns} FROM runs_by_start FINAL WHERE {' AND '.join([*clauses, *window])} {order} "
+            "LIMIT {w_limit:UInt32}",
+            {**bounds, "w_limit": limit - len(found)},
+        )
+        if len(found) >= limit:
+            break
+    return found
+
+
+# What the page shows that only `trajectories` holds, of the exact versions the rollup named.
+_PAGE_DETAILS = """
+SELECT TraceId, RootSpanId, Version, substring(Input, 1, 160), substring(Output, 1, 160), Revision
+FROM trajectories PREWHERE TraceId IN {traces:Array(String)}
+"""
+# The page's columns that `runs_by_start` holds, in `_RUN_COLUMNS`' order, then the version.
+_ROLLUP_COLUMNS = """TraceId, RootSpanId, Agent, AgentVersion, Task, toUnixTimestamp64Micro(Start), LatencyS,
+Failure, ErrorType, ToolNames, ToolStatuses, Version"""
+
+
+def _page_runs(
+    store: Store, where: RunsFilter, clauses: list[str], params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The rollup's rows of the page's runs (and one more, if there is one), in the page's order."""
+    if where.after or where.metric or where.verdict:
+        # Runs newer than the newest shown are few and in the newest days; the score filters'
+        # subqueries read every score, so they are run once, over every day at once.
+        order = "ASC" if where.after else "DESC"
+        return store.query(
+            f"SELECT {_ROLLUP_COLUMNS} FROM runs_by_start FINAL WHERE {' AND '.join(clauses)} "
+            f"ORDER BY Start {order}, TraceId {order}, RootSpanId {order} LIMIT {{limit:UInt32}}",
+            params,
+        )
+    return newest_live(store, _ROLLUP_COLUMNS, clauses, params, params["limit"], since_us=params.get("since"))
+
+
+def _with_details(store: Store, runs: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Each rollup row with its version's input, output and revision from `trajectories`: a point
+    read by trace id, the table's sort key, of only those columns (all of a page's columns, or
+    FINAL, took 2-4x longer). A version a merge dropped since (a newer one was stored between the
+    two reads) leaves its run out, and so does a version the rollup holds and the table never
+    kept (revisions of a run inserted in one block: ClickHouse replaces the older one as it
+    writes the block, the rollup's view saw both)."""
+    if not runs:
+        return []
+    details = {
+        (trace, root, int(version)): rest
+        for trace, root, version, *rest in store.query(
+            _PAGE_DETAILS, {"traces": sorted({row[0] for row in runs})}
+        )
+    }
+    return [(*row[:-1], *details[key]) for row in runs if (key := (row[0], row[1], int(row[-1]))) in details]
+
+
+def list_runs(store: Store, where: RunsFilter) -> RunsPage:
+    """One page of runs, newest first (or, with `after`, the runs newer than the cursor).
+
+    The page's runs come from the run-level rollup `runs_by_start` (sorted by time; see
+    `newest_live`), what it lacks (input, output, revision) from `trajectories` by key. A text
+    search (`q`) reads Input and Output, which only `trajectories` holds: it reads that table
+    (`_text_search`).
+    """
+    clauses, params = where.where()
+    params["limit"] = where.limit + 1
+    if where.q:
+        return _page(_text_search(store, where, clauses, params), where)
+    want = where.limit + 1
+    while True:
+        runs = _page_runs(store, where, clauses, {**params, "limit": want})
+        rows = _with_details(store, runs)
+        if len(rows) > where.limit or len(runs) < want:
+            return _page(rows, where)
+        want += 2 * (len(runs) - len(rows))  # runs left out: read further for the page's rest
+
+
+def _page(rows: list[tuple[Any, ...]], where: RunsFilter) -> RunsPage:
+    """The first `limit` of `rows` (read one further: more exist if it is there)."""
+    runs = [_run_row(row) for row in rows[: where.limit + 1]]
+    cursor = cursor_of(runs[where.limit - 1]) if len(runs) > where.limit else None
+    runs = runs[: where.limit]
+    if where.after:
+        runs.reverse()
+        return RunsPage(runs, None)
+    return RunsPage(runs, cursor)
+
+
 # ClickHouse reads the other columns of only the rows an ORDER BY ... LIMIT keeps ("lazy
 # materialization"); its default stops at LIMIT 10.
 _LAZY = "SETTINGS query_plan_max_limit_for_lazy_materialization = 10000"
@@ -175,20 +320,18 @@ PREWHERE TraceId IN {traces:Array(String)} GROUP BY TraceId, RootSpanId
 """
 
 
-def list_runs(store: Store, where: RunsFilter) -> RunsPage:
-    """One page of runs, newest first (or, with `after`, the runs newer than the cursor).
+def _text_search(
+    store: Store, where: RunsFilter, clauses: list[str], params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The page's rows for a text search, which reads every run's Input and Output.
 
-    `trajectories` is sorted by trace id, so a FINAL read of the newest runs would merge the
-    whole table. Instead the page's candidate rows are taken by start time alone (reading only
-    the sort columns of every row), then checked against each run's latest version: a row that
-    a re-assembly replaced or deleted is dropped. When too many were dropped to fill the page,
-    one FINAL query answers instead.
+    A FINAL read would merge the whole table, so the candidate rows are taken by start time
+    alone, then checked against each run's latest version: a row that a re-assembly replaced or
+    deleted is dropped. When too many were dropped to fill the page, one FINAL query answers.
     """
-    clauses, params = where.where()
-    ascending = bool(where.after)
-    order = "ASC" if ascending else "DESC"
+    order = "ASC" if where.after else "DESC"
     sort = f"ORDER BY Start {order}, TraceId {order}, RootSpanId {order}"
-    params.update(limit=where.limit + 1, candidates=where.limit * 2 + 2)
+    params = {**params, "candidates": where.limit * 2 + 2}
     conditions = " AND ".join(clauses)
     rows = store.query(
         f"SELECT {_RUN_COLUMNS}, Version FROM trajectories WHERE {conditions} {sort} "
@@ -210,13 +353,7 @@ def list_runs(store: Store, where: RunsFilter) -> RunsPage:
             "LIMIT {limit:UInt32}",
             params,
         )
-    runs = [_run_row(row) for row in current[: where.limit + 1]]
-    more = len(runs) > where.limit
-    runs = runs[: where.limit]
-    if ascending:
-        runs.reverse()
-        return RunsPage(runs, None)
-    return RunsPage(runs, cursor_of(runs[-1]) if more else None)
+    return current
 
 
 def score_badges(store: Store, runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, int]]:
@@ -236,16 +373,27 @@ def score_badges(store: Store, runs: list[dict[str, Any]]) -> dict[tuple[str, st
 
 
 def filter_choices(store: Store) -> dict[str, list[str]]:
-    """Agents, versions, tasks and tools of the latest 10,000 runs, as the filter form's suggestions."""
-    rows = store.query(
-        "SELECT groupUniqArray(100)(Agent), groupUniqArray(100)(AgentVersion), groupUniqArray(200)(Task), "
-        "groupUniqArrayArray(200)(ToolNames) FROM (SELECT Agent, AgentVersion, Task, ToolNames "
-        f"FROM trajectories WHERE IsDeleted = 0 ORDER BY Start DESC LIMIT 10000 {_LAZY})"
-    )
-    agents, versions, tasks, tools = rows[0] if rows else ([], [], [], [])
-    return {
-        "agent": sorted(a for a in agents if a),
-        "version": sorted(v for v in versions if v),
-        "task": sorted(t for t in tasks if t),
-        "tool": sorted(t for t in tools if t),
-    }
+    """Agents, versions, tasks and tools of the latest 10,000 runs, as the filter form's suggestions.
+
+    Read from `runs_by_start` a time window at a time, without FINAL (a third of the time: a
+    name a replaced version had is still a suggestion), distinct values counted in ClickHouse.
+    """
+    wanted, seen = 10_000, 0
+    choices: dict[str, set[str]] = {"agent": set(), "version": set(), "task": set(), "tool": set()}
+    for window, bounds in time_windows(store, {}, since_us=None):
+        conditions = " AND ".join(["IsDeleted = 0", *window])
+        rows = store.query(
+            "SELECT count(), groupUniqArray(100)(Agent), groupUniqArray(100)(AgentVersion), "
+            "groupUniqArray(200)(Task), groupUniqArrayArray(200)(ToolNames) FROM ("
+            f"SELECT Agent, AgentVersion, Task, ToolNames FROM runs_by_start WHERE {conditions} "
+            "ORDER BY Start DESC LIMIT {w_limit:UInt32})",
+            {**bounds, "w_limit": wanted - seen},
+        )
+        count, agents, versions, tasks, tools = rows[0]
+        for name, values in (("agent", agents), ("version", versions), ("task", tasks), ("tool", tools)):
+            choices[name].update(values)
+        seen += int(count)
+        if seen >= wanted:
+            break
+    caps = {"agent": 100, "version": 100, "task": 200, "tool": 200}
+    return {name: sorted(v for v in values if v)[: caps[name]] for name, values in choices.items()}
