@@ -7,6 +7,10 @@ arguments and results in the attribute map, as the sidecar's inserts write them)
 into one with OPTIMIZE, and samples the process's RSS every 10 ms meanwhile. Prints the RSS rise
 during the merge (ClickHouse runs in-process) and the merge's time, median over `--repeat`
 runs of each variant, alternating. Prints figures; asserts nothing.
+
+`--table trajectories`: the same for `trajectories` (parts of `--rows` runs with ~1.4 KB of tool
+calls each) as migration 5 left it (the `by_start` projection rebuilt by every merge), with
+migration 6's projection drop alone (row by row), and with all of migration 6 (column by column).
 """
 
 from __future__ import annotations
@@ -21,6 +25,24 @@ import time
 from pathlib import Path
 
 VARIANTS = {"row by row (migration 1)": 1, "column by column (migration 5)": 5}
+# trajectories: (migrations applied whole, statements of migration 6 applied)
+TRAJECTORY_VARIANTS = {
+    "projection by_start (migration 5)": 0,
+    "no projection, row by row": 2,
+    "no projection, column by column (6)": 3,
+}
+_RUNS = """
+INSERT INTO trajectories (TraceId, RootSpanId, Agent, Task, ServiceName, Start, LatencyS, Input, Output,
+    ToolCount, ToolNames, ToolStatuses, ToolCalls, SpanCount, Revision, AssembledAt, Version)
+SELECT hex(cityHash64(number + OFFSET)), hex(number), 'support-agent', 'refund', 'svc',
+    now64(6) - number, 1.5, repeat('question ', 20), repeat('answer ', 30), 4,
+    ['search', 'lookup', 'refund', 'email'], ['ok', 'ok', 'ok', 'ok'],
+    concat('[', arrayStringConcat(arrayMap(i -> concat('{"name":"tool', toString(i), '","input":"',
+        repeat(toString(number + i), 30), '","output":"', repeat(hex(number * i), 10), '"}'),
+        range(4)), ','), ']'),
+    5, 1, now64(6), 1
+FROM numbers(ROWS)
+"""
 
 
 def _rss() -> int:
@@ -30,8 +52,8 @@ def _rss() -> int:
     return 0
 
 
-def measure(through_version: int, parts: int, rows: int) -> tuple[float, float]:
-    """(RSS rise in MiB, seconds) of merging `parts` parts of `rows` spans into one."""
+def measure(through_version: int, parts: int, rows: int, table: str = "otel_traces") -> tuple[float, float]:
+    """(RSS rise in MiB, seconds) of merging `parts` parts of `rows` spans (or runs) into one."""
     import clickhouse_connect
 
     from agenttrail.collector.schema import MIGRATIONS
@@ -41,13 +63,21 @@ def measure(through_version: int, parts: int, rows: int) -> tuple[float, float]:
         client.command("CREATE DATABASE IF NOT EXISTS bench")
         client.command("USE bench")
         for migration in MIGRATIONS:
-            if migration.version == 1:
+            if table == "trajectories":
+                # through_version here: how many of migration 6's statements to apply
+                count = through_version if migration.version == 6 else len(migration.statements)
+                for statement in migration.statements[:count]:
+                    client.command(statement)
+            elif migration.version == 1:
                 client.command(migration.statements[0])  # otel_traces alone
             elif migration.version <= through_version and "otel_traces" in migration.statements[0]:
                 for statement in migration.statements:
                     client.command(statement)
-        client.command("SYSTEM STOP MERGES otel_traces")
+        client.command(f"SYSTEM STOP MERGES {table}")
         for part in range(parts):
+            if table == "trajectories":
+                client.command(_RUNS.replace("OFFSET", str(part * rows)).replace("ROWS", str(rows)))
+                continue
             client.command(
                 "INSERT INTO otel_traces (Timestamp, TraceId, SpanId, SpanName, ServiceName, "
                 "SpanAttributes, ResourceAttributes, Duration) "
@@ -71,9 +101,9 @@ def measure(through_version: int, parts: int, rows: int) -> tuple[float, float]:
 
         sampler = threading.Thread(target=sample)
         started = time.perf_counter()
-        client.command("SYSTEM START MERGES otel_traces")
+        client.command(f"SYSTEM START MERGES {table}")
         sampler.start()
-        client.command("OPTIMIZE TABLE otel_traces FINAL")
+        client.command(f"OPTIMIZE TABLE {table} FINAL")
         elapsed = time.perf_counter() - started
         done.set()
         sampler.join()
@@ -86,15 +116,17 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=12, help="parts merged into one (default 12)")
     parser.add_argument("--rows", type=int, default=8192, help="spans per part (insert_block_spans)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant (default 3)")
+    parser.add_argument("--table", choices=("otel_traces", "trajectories"), default="otel_traces")
     parser.add_argument("--variant", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant is not None:
-        rise, seconds = measure(args.variant, args.parts, args.rows)
+        rise, seconds = measure(args.variant, args.parts, args.rows, args.table)
         print(f"{rise:.1f} {seconds:.3f}")
         return
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
+    variants = TRAJECTORY_VARIANTS if args.table == "trajectories" else VARIANTS
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for _ in range(args.repeat):
-        for name, version in VARIANTS.items():
+        for name, version in variants.items():
             out = subprocess.run(
                 [
                     sys.executable,
@@ -105,17 +137,22 @@ def main() -> None:
                     str(args.parts),
                     "--rows",
                     str(args.rows),
+                    "--table",
+                    args.table,
                 ],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout.split()
             results[name].append((float(out[0]), float(out[1])))
-    print(f"merging {args.parts} parts of {args.rows:,} spans into one (median of {args.repeat}):")
+    what = "runs" if args.table == "trajectories" else "spans"
+    print(
+        f"merging {args.parts} {args.table} parts of {args.rows:,} {what} into one (median of {args.repeat}):"
+    )
     for name, runs in results.items():
         rise = statistics.median(r for r, _ in runs)
         seconds = statistics.median(s for _, s in runs)
-        print(f"  {name:32s} RSS rise {rise:6.1f} MiB   {seconds:5.2f} s")
+        print(f"  {name:36s} RSS rise {rise:6.1f} MiB   {seconds:5.2f} s")
 
 
 if __name__ == "__main__":
