@@ -98,7 +98,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--store", help="reuse this directory (generated if empty)")
     parser.add_argument("--no-hourly", action="store_true", help="read the run-level rollups only")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: drift,overview,inserts")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated sections to skip: hourly,stats,drift,report,overview,inserts",
+    )
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
@@ -123,10 +127,11 @@ def main() -> None:
             f"stored: {counts[0]:,} trajectory rows (incl. versions), {counts[1]:,} scores, {counts[2]} parts"
         )
         job = HourlyRollup(lambda: store)  # closed hours: the hour now is read run by run
-        started = time.perf_counter()
-        hours = job.run_once()
-        print(f"hourly rollup job: {hours} hours aggregated in {time.perf_counter() - started:.1f} s")
-        timed("hourly rollup job, nothing changed", job.run_once)
+        if "hourly" not in skip:
+            started = time.perf_counter()
+            hours = job.run_once()
+            print(f"hourly rollup job: {hours} hours aggregated in {time.perf_counter() - started:.1f} s")
+            timed("hourly rollup job, nothing changed", job.run_once)
         if args.no_hourly:
             sources.SOURCE = sources.RUN_ROLLUPS
             print("reading the run-level rollups only (--no-hourly)")
@@ -134,18 +139,24 @@ def main() -> None:
         day, week = until - timedelta(days=1), until - timedelta(days=7)
         print("stats:")
         for label, query in (
-            ("1 day, 5m buckets", StatsQuery(since=day, until=until, bucket_s=300)),
-            ("1 day, 1h buckets", StatsQuery(since=day, until=until, bucket_s=3600)),
-            ("7 days, 1h buckets", StatsQuery(since=week, until=until, bucket_s=3600)),
-            ("7 days, 1d buckets", StatsQuery(since=week, until=until, bucket_s=86_400)),
-            (
-                "7 days, 1d, by task,model,agent_version",
-                StatsQuery(since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")),
-            ),
-            (
-                "7 days, 1h, one agent",
-                StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot"),
-            ),
+            ()
+            if "stats" in skip
+            else (
+                ("1 day, 5m buckets", StatsQuery(since=day, until=until, bucket_s=300)),
+                ("1 day, 1h buckets", StatsQuery(since=day, until=until, bucket_s=3600)),
+                ("7 days, 1h buckets", StatsQuery(since=week, until=until, bucket_s=3600)),
+                ("7 days, 1d buckets", StatsQuery(since=week, until=until, bucket_s=86_400)),
+                (
+                    "7 days, 1d, by task,model,agent_version",
+                    StatsQuery(
+                        since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")
+                    ),
+                ),
+                (
+                    "7 days, 1h, one agent",
+                    StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot"),
+                ),
+            )
         ):
             rows = timed(f"{label} ({args.runs:,} runs stored)", lambda q=query: query_stats(store, q))
             print(f"    -> {len(rows)} rows")
@@ -168,13 +179,17 @@ def main() -> None:
                 ),
             )
         ):
-            results = timed(label, lambda d=drift: analyse_drift(store, d), repeat=1)
+            results = timed(label, lambda d=drift: analyse_drift(store, d))
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
         print("report (`agenttrail report` data: buckets, summary, worst runs, drift, alerts):")
         for label, report in (
-            ("1 day, all agents", ReportQuery(since=day, until=until)),
-            ("7 days, all agents", ReportQuery(since=week, until=until)),
-            ("7 days, one agent", ReportQuery(since=week, until=until, agent="support-bot")),
+            ()
+            if "report" in skip
+            else (
+                ("1 day, all agents", ReportQuery(since=day, until=until)),
+                ("7 days, all agents", ReportQuery(since=week, until=until)),
+                ("7 days, one agent", ReportQuery(since=week, until=until, agent="support-bot")),
+            )
         ):
             rows = timed(label, lambda r=report: report_rows(store, r))
             print(f"    -> {len(rows)} rows")
