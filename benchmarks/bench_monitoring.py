@@ -26,7 +26,15 @@ from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring import sources
-from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
+from agenttrail.evaluators.monitoring.drift import (
+    Baseline,
+    DriftContext,
+    DriftQuery,
+    DriftSettings,
+    analyse_drift,
+    compare,
+    load_windows,
+)
 from agenttrail.evaluators.monitoring.hourly import HourlyRollup
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
@@ -91,6 +99,24 @@ def timed(what: str, function: Callable[[], Any], repeat: int = 3) -> Any:
         times.append(time.perf_counter() - started)
     print(f"  {what:<58} {statistics.median(times) * 1000:8.0f} ms  (median of {repeat})", flush=True)
     return result
+
+
+def drift_phases(store: Store, query: DriftQuery) -> str:
+    """Wall and process CPU time (the embedded engine runs in this process) of loading the
+    windows and of the tests, for one more analysis."""
+    settings = DriftSettings()
+    wall, cpu = time.perf_counter(), time.process_time()
+    windows = load_windows(store, query, settings)
+    loaded = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter(), time.process_time()
+    for agent in sorted(windows):
+        context = DriftContext(agent, "", *query.recent_window(), "")
+        compare(context, *windows[agent], settings, query.metrics)
+    tested = time.perf_counter() - wall, time.process_time() - cpu
+    return (
+        f"windows {loaded[0] * 1000:.0f} ms ({loaded[1] * 1000:.0f} ms CPU), "
+        f"tests {tested[0] * 1000:.0f} ms ({tested[1] * 1000:.0f} ms CPU)"
+    )
 
 
 def main() -> None:
@@ -181,6 +207,7 @@ def main() -> None:
         ):
             results = timed(label, lambda d=drift: analyse_drift(store, d))
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
+            print(f"    phases once more: {drift_phases(store, drift)}")
         print("report (`agenttrail report` data: buckets, summary, worst runs, drift, alerts):")
         for label, report in (
             ()
