@@ -26,7 +26,15 @@ from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring import sources
-from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
+from agenttrail.evaluators.monitoring.drift import (
+    Baseline,
+    DriftContext,
+    DriftQuery,
+    DriftSettings,
+    analyse_drift,
+    compare,
+    load_windows,
+)
 from agenttrail.evaluators.monitoring.hourly import HourlyRollup
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
@@ -93,12 +101,34 @@ def timed(what: str, function: Callable[[], Any], repeat: int = 3) -> Any:
     return result
 
 
+def drift_phases(store: Store, query: DriftQuery) -> str:
+    """Wall and process CPU time (the embedded engine runs in this process) of loading the
+    windows and of the tests, for one more analysis."""
+    settings = DriftSettings()
+    wall, cpu = time.perf_counter(), time.process_time()
+    windows = load_windows(store, query, settings)
+    loaded = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter(), time.process_time()
+    for agent in sorted(windows):
+        context = DriftContext(agent, "", *query.recent_window(), "")
+        compare(context, *windows[agent], settings, query.metrics)
+    tested = time.perf_counter() - wall, time.process_time() - cpu
+    return (
+        f"windows {loaded[0] * 1000:.0f} ms ({loaded[1] * 1000:.0f} ms CPU), "
+        f"tests {tested[0] * 1000:.0f} ms ({tested[1] * 1000:.0f} ms CPU)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--store", help="reuse this directory (generated if empty)")
     parser.add_argument("--no-hourly", action="store_true", help="read the run-level rollups only")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: drift,overview,inserts")
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated sections to skip: hourly,stats,drift,report,overview,inserts",
+    )
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
@@ -123,10 +153,11 @@ def main() -> None:
             f"stored: {counts[0]:,} trajectory rows (incl. versions), {counts[1]:,} scores, {counts[2]} parts"
         )
         job = HourlyRollup(lambda: store)  # closed hours: the hour now is read run by run
-        started = time.perf_counter()
-        hours = job.run_once()
-        print(f"hourly rollup job: {hours} hours aggregated in {time.perf_counter() - started:.1f} s")
-        timed("hourly rollup job, nothing changed", job.run_once)
+        if "hourly" not in skip:
+            started = time.perf_counter()
+            hours = job.run_once()
+            print(f"hourly rollup job: {hours} hours aggregated in {time.perf_counter() - started:.1f} s")
+            timed("hourly rollup job, nothing changed", job.run_once)
         if args.no_hourly:
             sources.SOURCE = sources.RUN_ROLLUPS
             print("reading the run-level rollups only (--no-hourly)")
@@ -134,18 +165,24 @@ def main() -> None:
         day, week = until - timedelta(days=1), until - timedelta(days=7)
         print("stats:")
         for label, query in (
-            ("1 day, 5m buckets", StatsQuery(since=day, until=until, bucket_s=300)),
-            ("1 day, 1h buckets", StatsQuery(since=day, until=until, bucket_s=3600)),
-            ("7 days, 1h buckets", StatsQuery(since=week, until=until, bucket_s=3600)),
-            ("7 days, 1d buckets", StatsQuery(since=week, until=until, bucket_s=86_400)),
-            (
-                "7 days, 1d, by task,model,agent_version",
-                StatsQuery(since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")),
-            ),
-            (
-                "7 days, 1h, one agent",
-                StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot"),
-            ),
+            ()
+            if "stats" in skip
+            else (
+                ("1 day, 5m buckets", StatsQuery(since=day, until=until, bucket_s=300)),
+                ("1 day, 1h buckets", StatsQuery(since=day, until=until, bucket_s=3600)),
+                ("7 days, 1h buckets", StatsQuery(since=week, until=until, bucket_s=3600)),
+                ("7 days, 1d buckets", StatsQuery(since=week, until=until, bucket_s=86_400)),
+                (
+                    "7 days, 1d, by task,model,agent_version",
+                    StatsQuery(
+                        since=week, until=until, bucket_s=86_400, by=("task", "model", "agent_version")
+                    ),
+                ),
+                (
+                    "7 days, 1h, one agent",
+                    StatsQuery(since=week, until=until, bucket_s=3600, agent="support-bot"),
+                ),
+            )
         ):
             rows = timed(f"{label} ({args.runs:,} runs stored)", lambda q=query: query_stats(store, q))
             print(f"    -> {len(rows)} rows")
@@ -168,13 +205,18 @@ def main() -> None:
                 ),
             )
         ):
-            results = timed(label, lambda d=drift: analyse_drift(store, d), repeat=1)
+            results = timed(label, lambda d=drift: analyse_drift(store, d))
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
+            print(f"    phases once more: {drift_phases(store, drift)}")
         print("report (`agenttrail report` data: buckets, summary, worst runs, drift, alerts):")
         for label, report in (
-            ("1 day, all agents", ReportQuery(since=day, until=until)),
-            ("7 days, all agents", ReportQuery(since=week, until=until)),
-            ("7 days, one agent", ReportQuery(since=week, until=until, agent="support-bot")),
+            ()
+            if "report" in skip
+            else (
+                ("1 day, all agents", ReportQuery(since=day, until=until)),
+                ("7 days, all agents", ReportQuery(since=week, until=until)),
+                ("7 days, one agent", ReportQuery(since=week, until=until, agent="support-bot")),
+            )
         ):
             rows = timed(label, lambda r=report: report_rows(store, r))
             print(f"    -> {len(rows)} rows")

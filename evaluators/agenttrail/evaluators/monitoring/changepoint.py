@@ -26,10 +26,11 @@ late slides from 5 % to 25 % over the last 200 runs caught (91 % at 8).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from agenttrail.evaluators.monitoring.significance import Values
 
 
 class PageHinkley:
@@ -75,7 +76,7 @@ class ChangePoint:
     shift: float  # mean of the standardised recent values from the alarm on (baseline sd units)
 
 
-def baseline_scale(baseline: Sequence[float], values: Sequence[float]) -> np.ndarray:
+def baseline_scale(baseline: Values, values: Values) -> np.ndarray:
     """`values` as mid-rank positions in the baseline, standardised by the baseline's own positions
     (mean 0, sd 1); with a constant baseline, any other value is a full-scale (3 sd) change."""
     ordered = np.sort(np.asarray(baseline, dtype=float))
@@ -94,7 +95,7 @@ def baseline_scale(baseline: Sequence[float], values: Sequence[float]) -> np.nda
 
 
 def detect_change(
-    baseline: Sequence[float], recent: Sequence[float], *, delta: float = 0.5, threshold: float = 12.0
+    baseline: Values, recent: Values, *, delta: float = 0.5, threshold: float = 12.0
 ) -> ChangePoint | None:
     """The first change in the recent stream (time order) relative to the baseline, if any.
 
@@ -143,7 +144,7 @@ class BernoulliCusum:
 
 
 def detect_rate_change(
-    baseline: Sequence[float], recent: Sequence[float], *, shift_h: float = 0.2, threshold: float = 10.0
+    baseline: Values, recent: Values, *, shift_h: float = 0.2, threshold: float = 10.0
 ) -> ChangePoint | None:
     """The first change of a 0/1 rate in the recent stream relative to the baseline rate, if any.
 
@@ -152,18 +153,19 @@ def detect_rate_change(
     log-likelihood ratio less its lowest value so far (or 0).
     """
     n = len(baseline)
-    p0 = min(max(sum(baseline) / n, 0.5 / n), 1 - 0.5 / n)  # a rate of exactly 0 or 1 has no LLR
+    ones = float(np.sum(np.asarray(baseline, dtype=float)))  # 0/1 values: exact in any order
+    p0 = min(max(ones / n, 0.5 / n), 1 - 0.5 / n)  # a rate of exactly 0 or 1 has no LLR
     detector = BernoulliCusum(p0, shift_h=shift_h, threshold=threshold)
-    ones = np.asarray(recent, dtype=float) >= 0.5
+    values = np.asarray(recent, dtype=float)
     first: int | None = None
     for if_one, if_zero in detector.sides:
-        sums = np.cumsum(np.where(ones, if_one, if_zero))
+        sums = np.cumsum(np.where(values >= 0.5, if_one, if_zero))
         above = np.flatnonzero(sums - np.minimum(np.minimum.accumulate(sums), 0.0) > threshold)
         if len(above) and (first is None or above[0] < first):
             first = int(above[0])
     if first is None:
         return None
-    after = recent[first:]
-    rate = sum(after) / len(after)
-    h = 2 * math.asin(math.sqrt(rate)) - 2 * math.asin(math.sqrt(sum(baseline) / n))
+    after = values[first:]
+    rate = float(np.sum(after)) / len(after)
+    h = 2 * math.asin(math.sqrt(rate)) - 2 * math.asin(math.sqrt(ones / n))
     return ChangePoint(first, 1 if h >= 0 else -1, h)

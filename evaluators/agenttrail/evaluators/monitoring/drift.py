@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from agenttrail.collector.queries import QueryError, iso_utc, parse_time
 from agenttrail.collector.store import Store
@@ -64,6 +65,7 @@ STATUS_DRIFT = "drift"
 STATUS_STABLE = "no_drift"
 STATUS_INSUFFICIENT = "insufficient_data"
 _HASH_MAX = 2**64 - 1
+FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,14 +205,17 @@ class DriftQuery:
 
 @dataclass(slots=True)
 class Samples:
-    """One window of one agent: per metric the per-run values in time order, and tool-call counts."""
+    """One window of one agent: per metric the per-run values in time order (a list, or the
+    float array the store's windows load), and tool-call counts."""
 
-    values: dict[str, list[float]] = field(default_factory=dict)
+    values: dict[str, Sequence[float] | FloatArray] = field(default_factory=dict)
     tools: Counter[str] = field(default_factory=Counter)
     runs: int = 0
 
     def add(self, metric: str, value: float) -> None:
-        self.values.setdefault(metric, []).append(value)
+        values = self.values.setdefault(metric, [])
+        assert isinstance(values, list), "add() builds a window value by value"
+        values.append(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +291,11 @@ def compare(
             continue
         results.extend(
             _scalar_tests(
-                context, metric, baseline.values.get(metric, []), recent.values.get(metric, []), settings
+                context,
+                metric,
+                _array(baseline.values.get(metric, ())),
+                _array(recent.values.get(metric, ())),
+                settings,
             )
         )
     if not metrics or TOOL_DISTRIBUTION in metrics:
@@ -294,7 +303,7 @@ def compare(
     return _call_drift(results, settings)
 
 
-def _kind(metric: str, baseline: Sequence[float], recent: Sequence[float]) -> str:
+def _kind(metric: str, baseline: FloatArray, recent: FloatArray) -> str:
     if metric == TRAJECTORY_LENGTH:
         return "length"
     if metric == FAILURE_RATE or (metric != LATENCY and _binary(baseline) and _binary(recent)):
@@ -302,10 +311,9 @@ def _kind(metric: str, baseline: Sequence[float], recent: Sequence[float]) -> st
     return "continuous"
 
 
-def _binary(values: Sequence[float]) -> bool:
-    """Every value is 0 or 1 (numpy: a Python loop over 40,000 values per metric showed in profiles)."""
-    array = np.asarray(values, dtype=float)
-    return bool(np.all((array == 0.0) | (array == 1.0)))
+def _binary(values: FloatArray) -> bool:
+    """Every value is 0 or 1."""
+    return bool(np.all((values == 0.0) | (values == 1.0)))
 
 
 # Per kind of data, the tests run; per test, its function (None: the change-point detector).
@@ -322,8 +330,10 @@ _TWO_SAMPLE = {
 
 
 def _scalar_tests(
-    context: DriftContext, metric: str, baseline: list[float], recent: list[float], settings: DriftSettings
+    context: DriftContext, metric: str, baseline: FloatArray, recent: FloatArray, settings: DriftSettings
 ) -> list[DriftResult]:
+    """The tests of one metric, on the windows' values as float arrays (converted once: the
+    tests' own conversions of lists took most of their time)."""
     kind = _kind(metric, baseline, recent)
     base = _result(context, metric, baseline, recent)
     enough = len(baseline) >= settings.min_samples and len(recent) >= settings.min_samples
@@ -364,7 +374,7 @@ _CHANGE_EFFECT = {PAGE_HINKLEY: "mean_shift_sd", BERNOULLI_CUSUM: "cohens_h"}
 
 
 def _change_point(
-    name: str, baseline: list[float], recent: list[float], settings: DriftSettings
+    name: str, baseline: FloatArray, recent: FloatArray, settings: DriftSettings
 ) -> ChangePoint | None:
     if name == BERNOULLI_CUSUM:
         shift = settings.min_effect.get("cohens_h", DEFAULT_MIN_EFFECT["cohens_h"])
@@ -376,7 +386,7 @@ def _tool_test(
     context: DriftContext, baseline: Samples, recent: Samples, settings: DriftSettings
 ) -> DriftResult:
     base = replace(
-        _result(context, TOOL_DISTRIBUTION, [], []),
+        _result(context, TOOL_DISTRIBUTION, _array(()), _array(())),
         test="chi_square",
         effect="cramers_v",
         baseline_n=baseline.runs,
@@ -403,7 +413,7 @@ def _share_changes(baseline: Counter[str], recent: Counter[str], top: int = 3) -
     return {"share_change": {name: round(change, 4) for name, change in largest}}
 
 
-def _result(context: DriftContext, metric: str, baseline: list[float], recent: list[float]) -> DriftResult:
+def _result(context: DriftContext, metric: str, baseline: FloatArray, recent: FloatArray) -> DriftResult:
     return DriftResult(
         agent=context.agent,
         task=context.task,
@@ -437,8 +447,8 @@ def _insufficient(base: DriftResult, test: str, effect: str, settings: DriftSett
     )
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+def _mean(values: FloatArray) -> float | None:
+    return math.fsum(values.tolist()) / len(values) if len(values) else None
 
 
 def _call_drift(results: list[DriftResult], settings: DriftSettings) -> list[DriftResult]:
@@ -463,6 +473,27 @@ def analyse_drift(
     """Drift results for every agent with runs in either window (or the one asked for)."""
     settings = settings or DriftSettings()
     recent_start, recent_end = query.recent_window()
+    windows = load_windows(store, query, settings)
+    results: list[DriftResult] = []
+    for agent in sorted(windows):
+        context = DriftContext(agent, query.task or "", recent_start, recent_end, query.baseline.describe())
+        baseline, recent = windows[agent]
+        results.extend(compare(context, baseline, recent, settings, query.metrics))
+    return results
+
+
+def load_windows(
+    store: Store, query: DriftQuery, settings: DriftSettings
+) -> dict[str, tuple[Samples, Samples]]:
+    """Per agent, its (baseline, recent) samples: each window's runs, or a sample of
+    `max_samples` of them picked by run-id hash, with their values in time order.
+
+    The first query counts each window's runs, which sets the hash limit of its sample; the
+    others read only the runs and scores under those limits. The limits are conditions on the
+    rollups' sorting key (the run's ids, its agent and start; for scores, the window's largest
+    limit), so they filter before FINAL: FINAL de-duplicates the sample only, not the period.
+    """
+    recent_start, recent_end = query.recent_window()
     baseline_start, baseline_end = query.baseline_window()
     params: dict[str, Any] = {
         "recent_start": ts6(recent_start.timestamp()),
@@ -483,19 +514,35 @@ def analyse_drift(
             windows[agent] = (Samples(), Samples())
         return windows[agent][window]
 
-    run_window = _window_sql("Start", "AgentVersion = {version:String}", query.baseline.version is not None)
+    by_version = query.baseline.version is not None
+    run_window = _window_sql("Start", "AgentVersion = {version:String}", by_version)
     in_span = _between("Start", "span_start", "span_end")
     counts = store.query(
         runs_sql([*filters, in_span, f"({run_window}) >= 0"], f"Agent, {run_window} AS w, count()")
         + " GROUP BY Agent, w",
         params,
     )
-    keys = [f"{agent}/{window}" for agent, window, _ in counts]
-    limits = [min(_HASH_MAX, int(_HASH_MAX * settings.max_samples / n)) for _, _, n in counts]
-    params.update(keep_keys=keys, keep_limits=limits)
-    keep = (
-        "cityHash64(TraceId, RootSpanId) <= {keep_limits:Array(UInt64)}"
-        "[indexOf({keep_keys:Array(String)}, concat(Agent, '/', toString(w)))]"
+    if any(n >= settings.min_samples for _, _, n in counts):
+        significance.warm_up()  # tests will run: their import overlaps the reads below
+    # Per agent, each window's hash limit (0: the window has none of its runs).
+    agents = sorted({agent for agent, _, _ in counts})
+    limits = [[0] * len(agents), [0] * len(agents)]
+    for agent, window, n in counts:
+        limits[window][agents.index(agent)] = min(_HASH_MAX, int(_HASH_MAX * settings.max_samples / n))
+    params.update(
+        agents=agents,
+        baseline_limits=limits[0],
+        recent_limits=limits[1],
+        keep_baseline=max(limits[0], default=0),
+        keep_recent=max(limits[1], default=0),
+    )
+    keep = f"{_RUN_HASH} <= if(w = 1, {_limit('recent')}, {_limit('baseline')})"
+    # Before FINAL, on the sorting key: a run under its agent's limit for a window its start
+    # is in. It keeps every run `keep` keeps (a run's window needs its start in that window).
+    in_recent, in_baseline = (_between("Start", f"{w}_start", f"{w}_end") for w in ("recent", "baseline"))
+    run_sample = (
+        f"{_RUN_HASH} <= greatest(if({in_recent}, {_limit('recent')}, 0), "
+        f"if({in_baseline}, {_limit('baseline')}, 0))"
     )
     # One row per (agent, window): its runs' values in time order and its tool-call counts, built
     # in ClickHouse (a row per run into Python cost more than the tests that follow).
@@ -505,25 +552,32 @@ def analyse_drift(
         "arrayMap(r -> toFloat64(r.6), runs), tools.1, tools.2 FROM ("
         "SELECT Agent, w, arraySort(groupArray((Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount))) "
         "AS runs, sumMap(ToolNames, arrayMap(name -> toUInt64(1), ToolNames)) AS tools "
-        f"FROM ({runs_sql([*filters, in_span, 'w >= 0', keep], columns)}) GROUP BY Agent, w)"
+        f"FROM ({runs_sql([*filters, in_span, 'w >= 0', keep], columns, prewhere=[run_sample])}) "
+        "GROUP BY Agent, w)"
     )
     for agent, window, count, failures, latencies, lengths, names, calls in store.query(per_window, params):
         target = samples(agent, window)
         target.runs = int(count)
-        target.values[FAILURE_RATE] = failures
-        target.values[LATENCY] = latencies
-        target.values[TRAJECTORY_LENGTH] = lengths
+        target.values[FAILURE_RATE] = _array(failures)
+        target.values[LATENCY] = _array(latencies)
+        target.values[TRAJECTORY_LENGTH] = _array(lengths)
         target.tools = Counter(dict(zip(names, (int(c) for c in calls), strict=True)))
 
     if not query.metrics or set(query.metrics) - set(RUN_DRIFT_METRICS):
         _load_scores(store, query, filters, params, keep, samples)
+    return windows
 
-    results: list[DriftResult] = []
-    for agent in sorted(windows):
-        context = DriftContext(agent, query.task or "", recent_start, recent_end, query.baseline.describe())
-        baseline, recent = windows[agent]
-        results.extend(compare(context, baseline, recent, settings, query.metrics))
-    return results
+
+_RUN_HASH = "cityHash64(TraceId, RootSpanId)"
+
+
+def _limit(window: str) -> str:
+    """The hash limit of the row's agent in `window` ('baseline' or 'recent'); 0 for none."""
+    return f"transform(Agent, {{agents:Array(String)}}, {{{window}_limits:Array(UInt64)}}, toUInt64(0))"
+
+
+def _array(values: Sequence[float] | FloatArray) -> FloatArray:
+    return np.asarray(values, dtype=np.float64)
 
 
 def _window_sql(start_column: str, in_version: str, by_version: bool) -> str:
@@ -548,9 +602,12 @@ def _load_scores(
     keep: str,
     samples: Any,
 ) -> None:
+    # A score's window and limit depend on its agent, which is not in the scores rollup's key:
+    # before FINAL, each window's largest limit, and in the version's runs, the larger one.
+    largest = f"{_RUN_HASH} <= greatest({{keep_baseline:UInt64}}, {{keep_recent:UInt64}})"
     in_version = (
         "(TraceId, RootSpanId) IN ("
-        + runs_sql(["AgentVersion = {version:String}"], "TraceId, RootSpanId")
+        + runs_sql(["AgentVersion = {version:String}"], "TraceId, RootSpanId", prewhere=[largest])
         + ")"
     )
     window = _window_sql("RunStart", in_version, query.baseline.version is not None)
@@ -560,13 +617,19 @@ def _load_scores(
     if query.metrics:
         where.append("Metric IN {metrics:Array(String)}")
         params["metrics"] = list(query.metrics)
+    score_sample = (
+        f"{_RUN_HASH} <= greatest("
+        f"if({_between('RunStart', 'recent_start', 'recent_end')}, {{keep_recent:UInt64}}, 0), "
+        f"if({_between('RunStart', 'baseline_start', 'baseline_end')}, {{keep_baseline:UInt64}}, 0))"
+    )
     since = min(params["baseline_start"], params["recent_start"], key=float)
     params["multi_version"] = multi_version_metrics(store, since, params["recent_end"])
+    scores = scores_sql(where, prewhere=[score_sample])
     per_window = (
         "SELECT Agent, w, Metric, arrayMap(s -> s.4, arraySort(groupArray("
         "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))))) "
-        f"FROM (SELECT *, {window} AS w FROM ({scores_sql(where)})) "
+        f"FROM (SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, {window} AS w FROM ({scores})) "
         f"WHERE w >= 0 AND Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric"
     )
-    for agent, window_index, metric, scores in store.query(per_window, params):
-        samples(agent, window_index).values[metric] = scores
+    for agent, window_index, metric, scores_in_order in store.query(per_window, params):
+        samples(agent, window_index).values[metric] = _array(scores_in_order)

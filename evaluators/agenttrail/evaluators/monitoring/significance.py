@@ -10,12 +10,18 @@ Effect sizes are signed as recent minus baseline where a sign means something.
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import NDArray
+
+Values = Sequence[float] | NDArray[np.float64]  # a window's values: a list, or the array drift loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,35 +32,54 @@ class TestOutcome:
     effect: str  # the name of the effect-size measure
 
 
-def two_proportion_z(baseline: Sequence[float], recent: Sequence[float]) -> TestOutcome:
+def two_proportion_z(baseline: Values, recent: Values) -> TestOutcome:
     """Pooled two-proportion z-test on 0/1 values; Cohen's h = 2 asin sqrt(p2) - 2 asin sqrt(p1)."""
     n1, n2 = len(baseline), len(recent)
-    p1, p2 = sum(baseline) / n1, sum(recent) / n2
+    p1, p2 = _ones(baseline) / n1, _ones(recent) / n2
     pooled = (p1 * n1 + p2 * n2) / (n1 + n2)
     variance = pooled * (1 - pooled) * (1 / n1 + 1 / n2)
     if variance <= 0:  # both windows all 0 or all 1: identical proportions
         p_value = 1.0
     else:
-        from scipy import stats  # imported when a test runs: scipy takes seconds, serve starts without it
+        from scipy import special  # imported when a test runs: scipy takes seconds, serve starts without it
 
         z = (p2 - p1) / math.sqrt(variance)
-        p_value = float(2 * stats.norm.sf(abs(z)))
+        p_value = float(2 * special.ndtr(-abs(z)))  # stats.norm.sf(|z|), without loading scipy.stats
     h = 2 * math.asin(math.sqrt(p2)) - 2 * math.asin(math.sqrt(p1))
     return TestOutcome("two_proportion_z", _clip(p_value), h, "cohens_h")
 
 
-def mann_whitney(baseline: Sequence[float], recent: Sequence[float]) -> TestOutcome:
-    """Two-sided Mann-Whitney U (tie-corrected); Cliff's delta = P(recent > base) - P(recent < base)."""
+def mann_whitney(baseline: Values, recent: Values) -> TestOutcome:
+    """Two-sided Mann-Whitney U (tie-corrected); Cliff's delta = P(recent > base) - P(recent < base).
+
+    scipy's `mannwhitneyu(recent, baseline, method="asymptotic")` computed from the sorted
+    windows: the rank sum and the tie term are sums of half-integers and integers far below
+    2**53, exact in any order, and the rest is scipy's arithmetic step by step, so the p-value
+    is scipy's to the bit (a test holds this) without ranking the pooled values by argsort.
+    """
     if _constant_and_equal(baseline, recent):
         return TestOutcome("mann_whitney_u", 1.0, 0.0, "cliffs_delta")
-    from scipy import stats
+    from scipy import special
 
-    result = stats.mannwhitneyu(recent, baseline, alternative="two-sided", method="asymptotic")
-    delta = 2 * float(result.statistic) / (len(recent) * len(baseline)) - 1
-    return TestOutcome("mann_whitney_u", _clip(float(result.pvalue)), delta, "cliffs_delta")
+    x, y = np.sort(np.asarray(recent, dtype=float)), np.sort(np.asarray(baseline, dtype=float))
+    n1, n2 = len(x), len(y)
+    values, counts = np.unique(np.concatenate((x, y)), return_counts=True)
+    in_x = np.searchsorted(x, values, side="right") - np.searchsorted(x, values, side="left")
+    mid_ranks = (np.cumsum(counts) - counts) + (counts + 1) / 2
+    u1 = float(np.sum(in_x * mid_ranks)) - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    ties = counts.astype(float)
+    tie_term = float(np.sum(ties**3 - ties))
+    n = n1 + n2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sd = np.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+        z = (u - n1 * n2 / 2 - 0.5) / sd
+    p_value = float(np.clip(special.ndtr(-z) * 2, 0.0, 1.0))
+    delta = 2 * u1 / (n1 * n2) - 1
+    return TestOutcome("mann_whitney_u", _clip(p_value), delta, "cliffs_delta")
 
 
-def kolmogorov_smirnov(baseline: Sequence[float], recent: Sequence[float]) -> TestOutcome:
+def kolmogorov_smirnov(baseline: Values, recent: Values) -> TestOutcome:
     """Two-sided two-sample KS test; the effect is D, the largest gap between the two CDFs."""
     if _constant_and_equal(baseline, recent):
         return TestOutcome("kolmogorov_smirnov", 1.0, 0.0, "ks_d")
@@ -98,6 +123,17 @@ def _pool_rare(table: np.ndarray, min_expected: float) -> np.ndarray:
     return table
 
 
+def warm_up() -> threading.Thread | None:
+    """Start importing scipy.stats in a thread (KS and chi-square need it): it takes a second or
+    more, which a command can spend while ClickHouse reads the windows (chDB releases the GIL).
+    None when it is already imported."""
+    if "scipy.stats" in sys.modules:
+        return None
+    thread = threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True)
+    thread.start()
+    return thread
+
+
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     """BH-adjusted p-values (q-values), in input order; calling q <= alpha controls the FDR at alpha."""
     count = len(p_values)
@@ -111,9 +147,14 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def _constant_and_equal(baseline: Sequence[float], recent: Sequence[float]) -> bool:
+def _ones(values: Values) -> float:
+    """The sum of 0/1 values (exact in any order, so numpy's pairwise sum is Python's sum)."""
+    return float(np.sum(np.asarray(values, dtype=float)))
+
+
+def _constant_and_equal(baseline: Values, recent: Values) -> bool:
     first = baseline[0]
-    return all(v == first for v in baseline) and all(v == first for v in recent)
+    return bool(np.all(np.asarray(baseline) == first) and np.all(np.asarray(recent) == first))
 
 
 def _clip(p_value: float) -> float:

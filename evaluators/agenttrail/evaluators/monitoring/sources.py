@@ -28,47 +28,64 @@ RUN_METRICS = ("latency", "failure")
 
 @dataclass(frozen=True, slots=True)
 class Tables:
-    """Where runs and scores are read from."""
+    """Where runs and scores are read from; `keyed_by_start`: sorted by agent or metric and start
+    (the rollups), so a condition on those and the run's ids may filter before FINAL."""
 
     runs: str
     scores: str
+    keyed_by_start: bool = True
 
 
 ROLLUPS = Tables("runs_by_start", "scores_by_start")  # and, for whole hours, hourly.py's rollups
 RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start")  # the same tables without the hourly ones
-BASE_TABLES = Tables("trajectories", "scores")
+BASE_TABLES = Tables("trajectories", "scores", keyed_by_start=False)
 SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
 
 _MULTI_VERSION = """
 SELECT Metric FROM {table}
 WHERE RunStart >= {{since:DateTime64(6)}} AND RunStart < {{until:DateTime64(6)}}
-GROUP BY Metric HAVING uniqExact(EvaluatorVersion) > 1
+GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)
 """
 
 
-def runs_sql(where: Sequence[str], columns: str) -> str:
+def runs_sql(where: Sequence[str], columns: str, *, prewhere: Sequence[str] = ()) -> str:
     """`columns` of the live runs (latest version, not deleted) matching every condition.
 
     `columns` may name only what `runs_by_start` holds (no Input, Output, ToolCalls...).
+    `prewhere`: conditions on Agent, Start, TraceId and RootSpanId only, which the rollup
+    applies before FINAL (see `_filtered`).
     """
-    conditions = " AND ".join(("IsDeleted = 0", *where))
-    return f"SELECT {columns} FROM {SOURCE.runs} FINAL WHERE {conditions}"
+    return f"SELECT {columns} FROM {SOURCE.runs} FINAL {_filtered(('IsDeleted = 0', *where), prewhere)}"
 
 
-def scores_sql(where: Sequence[str], table: str | None = None) -> str:
+def _filtered(where: Sequence[str], prewhere: Sequence[str]) -> str:
+    """PREWHERE and WHERE clauses. A PREWHERE filters rows before FINAL picks each key's latest
+    version, which is exact only for conditions every version of a row meets alike: those on
+    the sorting key. The rollups' keys hold the agent (runs) or metric, the start time and the
+    run's ids; the base tables' only the ids, so there such conditions join the WHERE."""
+    if not prewhere:
+        return "WHERE " + " AND ".join(where)
+    if not SOURCE.keyed_by_start:
+        return "WHERE " + " AND ".join((*where, *prewhere))
+    return f"PREWHERE {' AND '.join(prewhere)} WHERE {' AND '.join(where)}"
+
+
+def scores_sql(where: Sequence[str], table: str | None = None, *, prewhere: Sequence[str] = ()) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
     Needs the `multi_version` parameter from `multi_version_metrics`. `table`: read this one
     instead of the current source (the hourly rollup job reads the run-level rollup).
+    `prewhere`: conditions on Metric, RunStart, TraceId and RootSpanId only (`_filtered`).
     """
-    conditions = " AND ".join(("1", *where))
     table = table or SOURCE.scores
+    single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere)
+    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), prewhere)
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
-WHERE {conditions} AND Metric NOT IN {{multi_version:Array(String)}}
+{single}
 UNION ALL
 SELECT TraceId, RootSpanId, Metric, argMax(Score, CreatedAt), any(RunStart), any(Agent), any(Task)
-FROM {table} FINAL WHERE {conditions} AND Metric IN {{multi_version:Array(String)}}
+FROM {table} FINAL {multiple}
 GROUP BY TraceId, RootSpanId, Metric
 """
 

@@ -1,0 +1,213 @@
+"""Drift's fast paths answer exactly what its definitions did (drift_reference.py).
+
+The windows are loaded with the sample's hash limits applied before FINAL; on random stored
+histories (re-assembled, moved, re-agented, deleted and re-scored runs, two evaluator
+versions) and random questions (rolling, fixed and version baselines, filters, metrics, sample
+sizes small enough to sample), every window holds the same runs, values in the same order and
+tool counts as the reference, over the rollups and over the base tables. The tests' sums and
+conversions on arrays give the same numbers as on lists.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from agenttrail.collector.schema import migrate
+from agenttrail.collector.store import Store, parse_store
+from agenttrail.evaluators.composition import ALL_MIGRATIONS
+from agenttrail.evaluators.monitoring import significance, sources
+from agenttrail.evaluators.monitoring.changepoint import detect_rate_change
+from agenttrail.evaluators.monitoring.drift import (
+    Baseline,
+    DriftContext,
+    DriftQuery,
+    DriftSettings,
+    Samples,
+    _mean,
+    compare,
+    load_windows,
+)
+
+from . import drift_reference as reference
+from .test_rollups import History, reading
+
+HOUR = 3600
+METRICS = ("failure_rate", "latency", "trajectory_length", "tool_distribution", "trajectory_precision")
+
+
+@pytest.fixture(scope="module")
+def histories(chdb_dir: Path) -> Iterator[tuple[Store, float]]:
+    """A database of the module's own with a random history of 600 runs over 5 hours, changed
+    in 4 inserts (built once: the questions vary, not the data)."""
+    name = f"test_drift_sampling_{uuid.uuid4().hex[:8]}"
+    store = Store(parse_store(str(chdb_dir), name))
+    try:
+        migrate(store, ALL_MIGRATIONS)
+        base = (time.time() // HOUR - 7) * HOUR
+        history = History(store, random.Random(14), base, count=600)
+        for _ in range(4):
+            history.step(changes=80)
+        yield store, base
+    finally:
+        store.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+        store.close()
+
+
+def at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@st.composite
+def questions(draw: st.DrawFn, base: float) -> DriftQuery:
+    now = at(base + draw(st.floats(2 * HOUR, 6 * HOUR)))
+    kind = draw(st.sampled_from(["rolling", "fixed", "version", "version_period"]))
+    if kind == "rolling":
+        baseline = Baseline(rolling_s=draw(st.integers(HOUR // 2, 4 * HOUR)))
+    else:
+        since = at(base + draw(st.floats(-HOUR, 4 * HOUR)))
+        until = since + timedelta(seconds=draw(st.floats(600, 4 * HOUR)))
+        if kind == "fixed":
+            baseline = Baseline(since=since, until=until)
+        elif kind == "version":
+            baseline = Baseline(version=draw(st.sampled_from(["v1", "v2", "v9"])))
+        else:
+            baseline = Baseline(version="v1", since=since, until=until)
+    return DriftQuery(
+        recent_s=draw(st.integers(600, 3 * HOUR)),
+        baseline=baseline,
+        agent=draw(st.sampled_from([None, None, "alpha", "nobody"])),
+        task=draw(st.sampled_from([None, None, "t2"])),
+        metrics=tuple(draw(st.lists(st.sampled_from(METRICS), max_size=2, unique=True))),
+        now=now,
+    )
+
+
+def as_lists(windows: dict[str, tuple[Samples, Samples]]) -> dict[str, list[object]]:
+    return {
+        agent: [
+            (
+                samples.runs,
+                dict(samples.tools),
+                {name: np.asarray(values, dtype=float).tolist() for name, values in samples.values.items()},
+            )
+            for samples in pair
+        ]
+        for agent, pair in windows.items()
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), max_samples=st.integers(30, 400))
+def test_windows_are_the_reference_windows(
+    histories: tuple[Store, float], tables: sources.Tables, data: st.DataObject, max_samples: int
+) -> None:
+    """The same runs (sampled when a window has more than max_samples), their values in time
+    order and tool counts, and the same scores, as the reference loading reads."""
+    store, base = histories
+    query = data.draw(questions(base))
+    drift_settings = DriftSettings(max_samples=max_samples)
+    with reading(tables):
+        fast = load_windows(store, query, drift_settings)
+        slow = reference.reference_windows(store, query, drift_settings)
+    assert as_lists(fast) == as_lists(slow)
+
+
+def test_the_history_samples_and_splits_windows(histories: tuple[Store, float]) -> None:
+    """The random data exercises sampling: a 3-hour baseline holds more runs than max_samples,
+    scores are read, and both agents have both windows."""
+    store, base = histories
+    query = DriftQuery(recent_s=HOUR, baseline=Baseline(rolling_s=3 * HOUR), now=at(base + 5 * HOUR))
+    windows = load_windows(store, query, DriftSettings(max_samples=60))
+    everything = load_windows(store, query, DriftSettings())
+    assert set(windows) == {"alpha", "beta"}
+    for agent in windows:
+        sampled, full = windows[agent][0], everything[agent][0]
+        assert full.runs > 100
+        assert 30 < len(sampled.values["latency"]) < full.runs
+        assert len(sampled.values["trajectory_precision"]) > 20
+
+
+floats = st.floats(-1e3, 1e3, allow_nan=False)
+binary = st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=300)
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=binary, y=binary, rate=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1))
+@example(x=[0.0] * 90 + [1.0] * 10, y=[0.0] * 20 + [1.0] * 60, rate=0.5, seed=1)
+def test_proportion_tests_on_arrays_are_the_list_definitions(
+    x: list[float], y: list[float], rate: float, seed: int
+) -> None:
+    """The z-test and the Bernoulli CUSUM sum 0/1 values with numpy: the same numbers as
+    Python's sum over lists (also after a change of rate, where the CUSUM alarms)."""
+    rng = random.Random(seed)
+    shifted = y + [float(rng.random() < rate) for _ in range(200)]
+    assert significance.two_proportion_z(np.array(x), np.array(y)) == reference.two_proportion_z(x, y)
+    for recent in (y, shifted):
+        fast = detect_rate_change(np.array(x), np.array(recent), threshold=3.0)
+        assert fast == reference.detect_rate_change(x, recent, threshold=3.0)
+
+
+def test_the_cusum_comparison_sees_alarms() -> None:
+    """The example above alarms, so the comparison covers the shift it reports."""
+    assert detect_rate_change([0.0] * 90 + [1.0] * 10, [0.0] * 20 + [1.0] * 60, threshold=3.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    x=st.lists(st.sampled_from([0.5, 1.5]) | floats, min_size=1, max_size=40),
+    y=st.lists(st.sampled_from([0.5, 1.5]) | floats, min_size=1, max_size=40),
+)
+def test_constant_check_and_mean_on_arrays_are_the_list_definitions(x: list[float], y: list[float]) -> None:
+    assert significance._constant_and_equal(np.array(x), np.array(y)) == reference.constant_and_equal(x, y)
+    assert _mean(np.array(x)) == reference.mean(x)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(5, 120), binary_scores=st.booleans())
+def test_compare_on_arrays_is_compare_on_lists(seed: int, n: int, binary_scores: bool) -> None:
+    """Windows as the store loads them (float arrays) and as lists give identical results."""
+    rng = random.Random(seed)
+
+    def window(size: int) -> Samples:
+        samples = Samples(runs=size)
+        for _ in range(size):
+            samples.add("failure_rate", float(rng.random() < 0.2))
+            samples.add("latency", round(rng.lognormvariate(0, 0.5), rng.choice([1, 6])))
+            samples.add("trajectory_length", float(rng.randint(0, 5)))
+            score = float(rng.random() < 0.6) if binary_scores else rng.random()
+            samples.add("score", score)
+            samples.tools.update(rng.choices(["a", "b", "c"], k=rng.randint(0, 3)))
+        return samples
+
+    baseline, recent = window(n), window(rng.randint(5, 120))
+    as_arrays = [
+        Samples({m: np.array(v) for m, v in s.values.items()}, s.tools, s.runs) for s in (baseline, recent)
+    ]
+    context = DriftContext("a", "", at(0), at(1), "b")
+    drift_settings = DriftSettings(min_samples=5)
+    assert compare(context, *as_arrays, drift_settings) == compare(context, baseline, recent, drift_settings)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    x=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]) | floats, min_size=1, max_size=80),
+    y=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0]) | floats, min_size=1, max_size=80),
+)
+@example(x=[1.0, 2.0], y=[3.0, 4.0])
+@example(x=[1.0] * 30 + [2.0], y=[1.0] * 40)
+def test_mann_whitney_is_scipys_to_the_bit(x: list[float], y: list[float]) -> None:
+    """The U test from sorted windows gives scipy's p-value and U exactly, ties included."""
+    assert significance.mann_whitney(x, y) == reference.mann_whitney(x, y)
+    assert significance.mann_whitney(np.array(x), np.array(y)) == reference.mann_whitney(x, y)
