@@ -30,7 +30,10 @@ from agenttrail.evaluators.monitoring.stats import (
     IN_FRESH,
     HourlyPlan,
     StatsQuery,
+    hour_ranges,
     hourly_plan,
+    joined_plan,
+    plan_multi_version,
     stats_with_plan,
 )
 
@@ -284,36 +287,85 @@ def _slowest_sql(
         params,
     )
     params["slow_hours"] = [int(hour) for (hour,) in hours]
-    in_hours = " OR ".join(
-        f"(Start >= toDateTime64({{slow_hours:Array(UInt32)}}[{index}], 6) AND "
-        f"Start < toDateTime64({{slow_hours:Array(UInt32)}}[{index}] + 3600, 6))"
-        for index in range(1, len(hours) + 1)
-    )
     where = [
         *clauses,
-        f"({plan.in_gaps('Start')} OR {in_hours or '0'})",
+        f"({plan.in_gaps('Start')} OR {hour_ranges('Start', 'slow_hours', len(hours))})",
         at_or_above.replace("{latency}", "LatencyS "),
     ]
     return runs_sql(where, _RUN_COLUMNS) + order, params
+
+
+# The lowest means per agent among the hours' lowest runs and the rest's runs: each hour keeps
+# the LOWEST_KEPT lowest of its own (at least `worst`), so the period's lowest are among them.
+_LOWEST_CANDIDATES = """
+SELECT Agent, TraceId, RootSpanId, mean, h FROM (
+SELECT Agent, TraceId, RootSpanId, Mean AS mean, toUInt32(toUnixTimestamp(Hour)) AS h FROM lowest_by_hour
+WHERE {rolled}
+UNION ALL
+SELECT Agent, TraceId, RootSpanId, avg(assumeNotNull(Score)) AS mean, toUInt32(0) AS h FROM ({raw})
+GROUP BY Agent, TraceId, RootSpanId)
+ORDER BY mean ASC, TraceId, RootSpanId LIMIT {{worst:UInt32}} BY Agent
+"""
+
+
+def _lowest_scored(
+    store: Store,
+    plan: HourlyPlan | None,
+    clauses: list[str],
+    score_where: list[str],
+    params: dict[str, Any],
+) -> list[tuple[Any, ...]]:
+    """The runs with the lowest mean evaluation score per agent (the agent of the scores), as
+    `_LOWEST_SCORED` finds them: picked among the scores, then joined to the live runs of the
+    period (a pick whose run is not one is dropped, not replaced).
+
+    With a `joined_plan`, its hours' picks come from `lowest_by_hour` (a run's scores there
+    are all in its hour, so its mean is whole) and the rest of the period's from its scores;
+    the picked runs are read from their hours and the rest of the period only."""
+    part = None
+    if plan is not None and not params["multi_version"]:
+        part = joined_plan(store, plan, score_where, clauses, params)
+    if part is None:
+        sql = _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores_sql(score_where))
+        return store.query(sql, params)
+    params = {**params, **part.params()}
+    raw = scores_sql([*score_where, part.in_gaps("RunStart")])
+    picks = store.query(
+        _LOWEST_CANDIDATES.format(rolled=" AND ".join((IN_FRESH, *clauses[2:])), raw=raw), params
+    )
+    if not picks:
+        return []
+    params["low_traces"] = sorted({trace for _, trace, *_ in picks})
+    params["low_hours"] = hours = sorted({int(hour) for *_, hour in picks if hour})
+    where = [
+        *clauses,
+        "TraceId IN {low_traces:Array(String)}",
+        f"({part.in_gaps('Start')} OR {hour_ranges('Start', 'low_hours', len(hours))})",
+    ]
+    runs = {(run[1], run[2]): run for run in store.query(runs_sql(where, _RUN_COLUMNS), params)}
+    found = [(*runs[trace, root], mean) for _, trace, root, mean, _ in picks if (trace, root) in runs]
+    return sorted(found, key=lambda row: (row[0], row[8], row[1], row[2]))
 
 
 def _worst_runs(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> list[dict[str, Any]]:
     """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
     clauses, params = _conditions(query, "Start")
     score_clauses, score_params = _conditions(query, "RunStart")
-    score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
-    scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
+    score_params = {**params, **score_params}
+    score_params["multi_version"] = (
+        multi_version_metrics(store, params["since"], params["until"])
+        if plan is None
+        else plan_multi_version(store, plan, score_clauses[:2], score_params)
+    )
+    score_where = [*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"]
     found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
         ("failed", *_latest_failed_sql(store, query, plan, clauses, params)),
         ("slowest", *_slowest_sql(store, query, plan, clauses, params)),
-        (
-            "lowest_scored",
-            _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores),
-            {**params, **score_params},
-        ),
     ):
         found_rows.extend((why, found) for found in store.query(sql, sql_params))
+    lowest = _lowest_scored(store, plan, clauses, score_where, score_params)
+    found_rows.extend(("lowest_scored", found) for found in lowest)
     traces = sorted({found[1] for _, found in found_rows})
     calls_of = {
         (trace_id, root): calls

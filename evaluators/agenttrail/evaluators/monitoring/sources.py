@@ -46,6 +46,11 @@ GROUP BY Metric HAVING uniqExact(EvaluatorVersion) > 1
 """
 
 
+# Which score of a run is its latest: the same one whatever order the rows are read in (a run's
+# scores may carry different run starts, when it moved after some were written).
+_LATEST = "(CreatedAt, EvaluatorVersion)"
+
+
 def runs_sql(where: Sequence[str], columns: str) -> str:
     """`columns` of the live runs (latest version, not deleted) matching every condition.
 
@@ -55,19 +60,19 @@ def runs_sql(where: Sequence[str], columns: str) -> str:
     return f"SELECT {columns} FROM {SOURCE.runs} FINAL WHERE {conditions}"
 
 
-def scores_sql(where: Sequence[str], table: str | None = None) -> str:
+def scores_sql(where: Sequence[str]) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
-    Needs the `multi_version` parameter from `multi_version_metrics`. `table`: read this one
-    instead of the current source (the hourly rollup job reads the run-level rollup).
+    Needs the `multi_version` parameter from `multi_version_metrics`.
     """
     conditions = " AND ".join(("1", *where))
-    table = table or SOURCE.scores
+    table = SOURCE.scores
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
 WHERE {conditions} AND Metric NOT IN {{multi_version:Array(String)}}
 UNION ALL
-SELECT TraceId, RootSpanId, Metric, argMax(Score, CreatedAt), any(RunStart), any(Agent), any(Task)
+SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}), argMax(RunStart, {_LATEST}),
+    argMax(Agent, {_LATEST}), argMax(Task, {_LATEST})
 FROM {table} FINAL WHERE {conditions} AND Metric IN {{multi_version:Array(String)}}
 GROUP BY TraceId, RootSpanId, Metric
 """
