@@ -27,11 +27,12 @@ task. In such an hour no change can move a score's run without changing the hour
 its fingerprint), so its rows answer "the scores joined to their runs" for any period holding
 the hour; a score read run by run whose run lies in such an hour makes the query read that
 hour run by run too (stats.joined_plan). `lowest_by_hour` keeps, per hour and agent, the
-`LOWEST_KEPT` runs with the lowest mean score (what the report's lowest-scored runs pick from).
+`WORST_KEPT` runs with the lowest mean score, `slowest_by_hour` the slowest (what the report's
+worst runs pick from).
 
 Migration 117 creates the tables empty: the first cycle of the job back-fills every hour, and
 until then queries read the runs, as before. Migration 118 adds the model and version columns
-and `lowest_by_hour`; an hour rolled up before it (`Layout` 0) answers what it answered, and
+and the worst runs' tables; an hour rolled up before it (`Layout` 0) answers what it answered, and
 the job rolls it up again (after the hours that changed).
 """
 
@@ -52,9 +53,9 @@ log = logging.getLogger(__name__)
 
 HOUR_S = 3600
 UNUSED_AFTER_NS = 600 * 10**9
-LAYOUT = 1  # what the job writes: 1 since migration 118 (model and version, lowest_by_hour)
-LOWEST_KEPT = 100  # runs kept per hour and agent in lowest_by_hour: the report's largest `worst`
-HOURLY_TABLES = ("runs_by_hour", "scores_by_hour", "lowest_by_hour")
+LAYOUT = 1  # what the job writes: 1 since migration 118 (model and version, worst runs)
+WORST_KEPT = 100  # runs per hour and agent in slowest_by_hour, lowest_by_hour: the report's largest `worst`
+HOURLY_TABLES = ("runs_by_hour", "scores_by_hour", "slowest_by_hour", "lowest_by_hour")
 # The hour a row belongs to, in Unix seconds: UTC whatever the server's time zone.
 HOUR_OF_START = "intDiv(toUnixTimestamp64Micro(Start), 3600000000) * 3600"
 HOUR_OF_RUN_START = "intDiv(toUnixTimestamp64Micro(RunStart), 3600000000) * 3600"
@@ -106,17 +107,42 @@ CREATE TABLE IF NOT EXISTS rollup_hours (
 ORDER BY Hour
 """
 
-# Per hour and agent, the LOWEST_KEPT runs with the lowest mean evaluation score.
+# The report's worst runs per hour and agent, ranked from 1 (a report of the `worst` runs reads
+# ranks up to `worst`), with the columns it shows: the WORST_KEPT slowest runs, and the
+# WORST_KEPT runs with the lowest mean evaluation score (the run's columns are those of the
+# run of the hour with the scores' agent, when there is one: always in a ScoresJoined hour).
+SLOWEST_BY_HOUR = """
+CREATE TABLE IF NOT EXISTS slowest_by_hour (
+    Hour DateTime('UTC'),
+    Generation UInt64,
+    Agent LowCardinality(String),
+    Rank UInt8,
+    LatencyS Float64,
+    TraceId String,
+    RootSpanId String,
+    Start DateTime64(6),
+    Task String,
+    Failure UInt8,
+    ErrorType String
+) ENGINE = MergeTree
+ORDER BY (Hour, Generation, Agent, Rank)
+"""
 LOWEST_BY_HOUR = """
 CREATE TABLE IF NOT EXISTS lowest_by_hour (
     Hour DateTime('UTC'),
     Generation UInt64,
     Agent LowCardinality(String),
+    Rank UInt8,
     Mean Float64,
     TraceId String,
-    RootSpanId String
+    RootSpanId String,
+    Start DateTime64(6),
+    Task String,
+    LatencyS Float64,
+    Failure UInt8,
+    ErrorType String
 ) ENGINE = MergeTree
-ORDER BY (Hour, Generation, Agent, Mean, TraceId, RootSpanId)
+ORDER BY (Hour, Generation, Agent, Rank)
 """
 
 # Scores by the model and version of their run (Matched: the run is live in the hour with the
@@ -128,12 +154,13 @@ BY_MODEL_AND_VERSION = (
     "ALTER TABLE scores_by_hour ADD COLUMN IF NOT EXISTS Matched UInt8",
     "ALTER TABLE rollup_hours ADD COLUMN IF NOT EXISTS Layout UInt8",
     "ALTER TABLE rollup_hours ADD COLUMN IF NOT EXISTS ScoresJoined UInt8",
+    SLOWEST_BY_HOUR,
     LOWEST_BY_HOUR,
 )
 
 HOURLY_MIGRATIONS: tuple[Migration, ...] = (
     Migration(117, "per-hour monitoring rollups", (RUNS_BY_HOUR, SCORES_BY_HOUR, ROLLUP_HOURS)),
-    Migration(118, "hourly scores by model and version, lowest-scored runs per hour", BY_MODEL_AND_VERSION),
+    Migration(118, "hourly scores by model and version, the worst runs per hour", BY_MODEL_AND_VERSION),
 )
 
 # Per hour: the rows of runs_by_start / scores_by_start as stored (not FINAL: every version,
@@ -199,14 +226,36 @@ LEFT ANY JOIN (
 GROUP BY Hour, s.Agent, s.Task, s.Metric, r.Model, r.AgentVersion, r.matched
 """
 
+_HOUR_RUNS = f"""
+SELECT TraceId, RootSpanId, Agent, toUInt32({HOUR_OF_START}) AS h, Start, Task, LatencyS, Failure, ErrorType
+FROM runs_by_start FINAL WHERE IsDeleted = 0 AND {_IN_HOURS.format(hour=HOUR_OF_START)}
+"""
+
+# The report's slowest runs, in its order (LatencyS DESC, TraceId).
+_FILL_SLOWEST = f"""
+INSERT INTO slowest_by_hour (Hour, Generation, Agent, Rank, LatencyS, TraceId, RootSpanId, Start, Task,
+    Failure, ErrorType)
+SELECT toDateTime(h, 'UTC'), {{generation:UInt64}}, Agent,
+    row_number() OVER (PARTITION BY h, Agent ORDER BY LatencyS DESC, TraceId), LatencyS, TraceId, RootSpanId,
+    Start, Task, Failure, ErrorType
+FROM ({_HOUR_RUNS} ORDER BY LatencyS DESC, TraceId LIMIT {WORST_KEPT} BY h, Agent)
+"""
+
 # The report's lowest-scored runs: a run's mean over its non-null scores, per agent of the scores.
 _FILL_LOWEST = f"""
-INSERT INTO lowest_by_hour (Hour, Generation, Agent, Mean, TraceId, RootSpanId)
-SELECT toDateTime(h, 'UTC') AS Hour, {{generation:UInt64}}, Agent, avg(assumeNotNull(Score)) AS mean, TraceId,
-    RootSpanId
-FROM ({_HOUR_SCORES}) WHERE Score IS NOT NULL
-GROUP BY h, Agent, TraceId, RootSpanId
-ORDER BY mean, TraceId, RootSpanId LIMIT {LOWEST_KEPT} BY h, Agent
+INSERT INTO lowest_by_hour (Hour, Generation, Agent, Rank, Mean, TraceId, RootSpanId, Start, Task, LatencyS,
+    Failure, ErrorType)
+SELECT toDateTime(l.h, 'UTC'), {{generation:UInt64}}, l.Agent,
+    row_number() OVER (PARTITION BY l.h, l.Agent ORDER BY l.mean, l.TraceId, l.RootSpanId), l.mean, l.TraceId,
+    l.RootSpanId, r.Start, r.Task, r.LatencyS, r.Failure, r.ErrorType
+FROM (
+    SELECT h, Agent, avg(assumeNotNull(Score)) AS mean, TraceId, RootSpanId
+    FROM ({_HOUR_SCORES}) WHERE Score IS NOT NULL
+    GROUP BY h, Agent, TraceId, RootSpanId
+    ORDER BY mean, TraceId, RootSpanId LIMIT {WORST_KEPT} BY h, Agent
+) AS l
+LEFT ANY JOIN ({_HOUR_RUNS}) AS r
+    ON l.TraceId = r.TraceId AND l.RootSpanId = r.RootSpanId AND l.Agent = r.Agent AND l.h = r.h
 """
 
 _JOINED = """
@@ -317,6 +366,7 @@ def roll_up(store: Store, hours: Sequence[int], marks: Mapping[int, Fingerprint]
         (hour, metric) for hour, found in pairs.items() for metric in sorted(multi_version(found))
     ]
     store.command(_FILL_SCORES, params)
+    store.command(_FILL_SLOWEST, params)
     store.command(_FILL_LOWEST, params)
     unmatched = {int(hour) for hour, matched in store.query(_JOINED, params) if not matched}
     points = []

@@ -248,10 +248,11 @@ class HourlyPlan:
         return f"({' OR '.join(ranges) or '0'})"
 
 
-# The rows of the fresh hours' current generations.
+# The rows of the fresh hours' current generations (transform: a hash lookup, where has() on
+# (hour, generation) pairs compared every pair on every row).
 IN_FRESH = (
-    "toUnixTimestamp(Hour) IN {fresh_hours:Array(UInt32)} AND has(arrayZip({fresh_hours:Array(UInt32)}, "
-    "{fresh_generations:Array(UInt64)}), (toUnixTimestamp(Hour), Generation))"
+    "toUnixTimestamp(Hour) IN {fresh_hours:Array(UInt32)} AND transform(toUnixTimestamp(Hour), "
+    "{fresh_hours:Array(UInt32)}, {fresh_generations:Array(UInt64)}, toUInt64(0)) = Generation"
 )
 
 
@@ -275,19 +276,9 @@ def plan_multi_version(
     return sorted(hourly.multi_version(pairs))
 
 
-def hour_ranges(column: str, param: str, count: int) -> str:
-    """`column` within one of the `count` whole hours of the Array(UInt32) parameter `param`,
-    as ranges the sorting key can skip to."""
-    ranges = " OR ".join(
-        f"({column} >= toDateTime64({{{param}:Array(UInt32)}}[{index}], 6) AND "
-        f"{column} < toDateTime64({{{param}:Array(UInt32)}}[{index}] + 3600, 6))"
-        for index in range(1, count + 1)
-    )
-    return f"({ranges or '0'})"
-
-
-# Hours of the plan holding a row (any version) of the run of a score read raw whose run is
-# not among the live runs read raw.
+# Scores read raw whose run is not among the live runs read raw (dead, outside the period, or
+# in an hour of the plan), and the hours of the plan holding a row (any version) of such a run.
+_STRAYS = "SELECT 1 FROM ({scores}) WHERE (TraceId, RootSpanId) NOT IN ({runs}) LIMIT 1"
 _HOURS_OF_STRAYS = f"""
 SELECT DISTINCT toUInt32({hourly.HOUR_OF_START}) AS h FROM runs_by_start
 WHERE Start >= {{{{since:DateTime64(6)}}}} AND Start < {{{{until:DateTime64(6)}}}}
@@ -313,11 +304,12 @@ def joined_plan(
     joined = plan.only(hour for hour, point in plan.points.items() if point.scores_joined)
     if joined is None:
         return None
-    sql = _HOURS_OF_STRAYS.format(
-        scores=scores_sql([*score_where, joined.in_gaps("RunStart")]),
-        runs=runs_sql([*run_where, joined.in_gaps("Start")], "TraceId, RootSpanId"),
-    )
-    strays = {int(hour) for (hour,) in store.query(sql, {**params, **joined.params()})}
+    params = {**params, **joined.params()}
+    scores = scores_sql([*score_where, joined.in_gaps("RunStart")])
+    runs = runs_sql([*run_where, joined.in_gaps("Start")], "TraceId, RootSpanId")
+    if not store.query(_STRAYS.format(scores=scores, runs=runs), params):
+        return joined  # the usual case: no need to look for runs in the hours
+    strays = {int(hour) for (hour,) in store.query(_HOURS_OF_STRAYS.format(scores=scores, runs=runs), params)}
     return joined.only(set(joined.points) - strays)
 
 
