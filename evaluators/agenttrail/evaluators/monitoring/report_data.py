@@ -24,7 +24,7 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START, HOUR_S
+from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START, HOUR_S, WORST_KEPT
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
 from agenttrail.evaluators.monitoring.stats import (
     IN_FRESH,
@@ -57,8 +57,8 @@ class ReportQuery:
             raise QueryError(f"the range is empty: since {self.since} is not before until {self.until}")
         if self.bucket_s is not None and not 1 <= self.bucket_s <= 86400:
             raise QueryError(f"bucket of {self.bucket_s}s: must be between 1 (1s) and 86400 (1d)")
-        if not 1 <= self.worst <= 100:
-            raise QueryError(f"worst {self.worst}: must be between 1 and 100")
+        if not 1 <= self.worst <= WORST_KEPT:  # the hourly tables keep WORST_KEPT per hour and agent
+            raise QueryError(f"worst {self.worst}: must be between 1 and {WORST_KEPT}")
 
     @property
     def bucket(self) -> int:
