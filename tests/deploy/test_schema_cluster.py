@@ -132,7 +132,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     removes it."""
     migrate(store, tuple(all_migrations()))
     first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
-    assert len(first) == 10  # 7, and the hourly rollups and their pointers
+    assert len(first) == 12  # 7, and the hourly rollups and their pointers
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_hour")[0]
     assert "TTL toDateTime(Hour) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
@@ -150,6 +150,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
         "ALTER TABLE evaluation_decisions REMOVE TTL",
         "ALTER TABLE scores_by_start REMOVE TTL",
         "ALTER TABLE scores_by_hour REMOVE TTL",
+        "ALTER TABLE lowest_by_hour REMOVE TTL",
     ]
     (ddl,) = store.query("SHOW CREATE TABLE scores")[0]
     assert "TTL" not in ddl

@@ -363,6 +363,8 @@ RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
     # ... and so do their per-hour rollups (evaluators/monitoring/hourly.py).
     ("runs_by_hour", "Hour", "trajectories"),
     ("scores_by_hour", "Hour", "scores"),
+    ("slowest_by_hour", "Hour", "trajectories"),
+    ("lowest_by_hour", "Hour", "scores"),
     ("rollup_hours", "Hour", "trajectories"),
 )
 

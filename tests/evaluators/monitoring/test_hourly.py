@@ -13,34 +13,49 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import astuple, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring import hourly
-from agenttrail.evaluators.monitoring.hourly import HourlyRollup, fresh_hours
+from agenttrail.evaluators.monitoring.hourly import HourlyRollup, RollupHourRow, fresh_hours
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
-from .test_rollups import HOUR, History, assert_same, at, both
+from .synthetic import score_rows, store_runs, trajectory_row
+from .test_rollups import HOUR, History, assert_same, at, both, random_run
 
 
 def queries(base: float) -> list[StatsQuery | ReportQuery]:
     """Whole-hour buckets (what the hourly rows can answer) with partial hours at the edges,
-    filters, groups (model and version groups join scores to runs) and metric subsets."""
+    filters, groups (model and version groups join scores to runs), metric subsets, and
+    reports (their lowest-scored runs join scores to runs too)."""
     until = base + 5 * HOUR + 1800
     return [
         StatsQuery(since=at(base), until=at(until), bucket_s=HOUR),
         StatsQuery(since=at(base - 7 * HOUR), until=at(until + HOUR), bucket_s=HOUR, by=("task",)),
         StatsQuery(since=at(base + 1234.5), until=at(base + 4 * HOUR + 17), bucket_s=HOUR, agent="alpha"),
         StatsQuery(since=at(base), until=at(until), bucket_s=86_400, by=("agent_version", "model")),
+        StatsQuery(since=at(base), until=at(until), bucket_s=HOUR, agent="beta", by=("model",)),
+        StatsQuery(
+            since=at(base + 1234.5),
+            until=at(until + HOUR),
+            bucket_s=3 * HOUR,
+            task="t1",
+            by=("task", "agent_version"),
+            metrics=("trajectory_exact_match",),
+        ),
         StatsQuery(since=at(base + 600), until=at(until), bucket_s=2 * HOUR, task="t2"),
         StatsQuery(since=at(base), until=at(until), bucket_s=HOUR, metrics=("trajectory_precision",)),
         ReportQuery(since=at(base), until=at(base + 6 * HOUR)),
+        ReportQuery(since=at(base - HOUR), until=at(base + 6 * HOUR), worst=2),
         ReportQuery(since=at(base + 600), until=at(base + 4 * HOUR), agent="beta"),
     ]
 
@@ -59,6 +74,12 @@ def fresh(store: Store, base: float) -> int:
     return len(fresh_hours(store, int(base - 7 * HOUR), int(base + 7 * HOUR)))
 
 
+def joined(store: Store, base: float) -> list[int]:
+    """The fresh hours whose scores all lie in their runs' hours (read with their runs' model and version)."""
+    points = fresh_hours(store, int(base - 7 * HOUR), int(base + 7 * HOUR))
+    return sorted(hour for hour, point in points.items() if point.scores_joined)
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_hourly_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int) -> None:
     store = rollup_store
@@ -68,6 +89,7 @@ def test_hourly_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int
     assert fresh(store, base) == 0
     assert job.run_once() >= 5, "the first cycle back-fills every closed hour with runs"
     assert job.run_once() == 0, "nothing changed: nothing to aggregate"
+    assert len(joined(store, base)) == fresh(store, base), "every score is of a run of its hour"
     for _ in range(3):
         assert fresh(store, base) >= 5
         assert_answers_equal(store, base)
@@ -102,6 +124,80 @@ def test_a_change_between_fingerprint_and_aggregation_is_not_trusted(rollup_stor
     assert_answers_equal(store, base)
 
 
+def test_scores_whose_run_lies_in_another_hour(rollup_store: Store) -> None:
+    """A score stored under another hour than its run's (a judge that read the run before it
+    moved) still pairs with its run: stats by model and version and the report's lowest-scored
+    runs read the run's hour run by run while the score is read so, and an hour holding such a
+    score (or a score of a deleted run) is not read with its runs from the hourly rows."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    rng = random.Random(11)
+    runs = [
+        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
+        for index in range(90)
+    ]
+    store_runs(store, runs)
+    job = HourlyRollup(lambda: store)
+    job.run_once()
+    hours = [int(base + HOUR * step) for step in (1, 2, 3)]
+    assert joined(store, base) == hours
+    assert_answers_equal(store, base)
+    # The lowest-scored run of its agent by far, once its judge score under hour 2 counts.
+    run = runs[0]
+    judged = replace(run, start=base + 2 * HOUR + 10, scores={"judge_helpfulness": -100.0})
+    store.insert("scores", score_rows(judged, created=base + 7 * HOUR))
+    assert joined(store, base) == [hours[0], hours[2]], "hour 2 changed: read run by run"
+    assert_answers_equal(store, base)
+    report = report_rows(store, ReportQuery(since=at(base), until=at(base + 5 * HOUR), worst=1))
+    lowest = [row for row in report if row["kind"] == "worst" and row["why"] == "lowest_scored"]
+    assert run.trace_id in {row["trace_id"] for row in lowest}
+    job.run_once()
+    assert joined(store, base) == [hours[0], hours[2]], "hour 2 holds a score of hour 1's run"
+    assert_answers_equal(store, base)
+    # A deleted run whose scores the sweep has not deleted yet.
+    gone = runs[2]
+    insert_trajectories(store, [trajectory_row(gone, version=2, deleted=True)])
+    job.run_once()
+    assert joined(store, base) == [hours[0]]
+    assert_answers_equal(store, base)
+    delete_scores_of_deleted_runs(store)
+    job.run_once()
+    assert joined(store, base) == [hours[0], hours[2]]
+    assert_answers_equal(store, base)
+
+
+def test_hours_of_an_older_layout_are_rolled_up_again(rollup_store: Store) -> None:
+    """Hours rolled up before migration 118 (Layout 0: scores without their runs' model and
+    version, no lowest-scored runs) answer as before, read scores with runs run by run, and the
+    job rolls them up again, after any hour that changed."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    history = History(store, random.Random(12), base, count=200)
+    job = HourlyRollup(lambda: store)
+    rolled = job.run_once()
+    points = hourly.stored_points(store, 0, int(time.time()))
+    older = [
+        RollupHourRow(hour, point.generation, *astuple(point.mark), point.metric_versions, 0, 0)
+        for hour, point in points.items()
+    ]
+    store.insert("rollup_hours", older)
+    assert fresh(store, base) == rolled
+    assert joined(store, base) == []
+    assert_answers_equal(store, base)
+    history.step(changes=5)
+    closed = int(time.time() // HOUR) * HOUR
+    marks, points = hourly.fingerprints(store, 0, closed), hourly.stored_points(store, 0, closed)
+    changed = {hour for hour, mark in marks.items() if hour not in points or points[hour].mark != mark}
+    assert HourlyRollup(lambda: store, hours_per_cycle=len(changed)).run_once() == len(changed)
+    layouts = {hour: point.layout for hour, point in hourly.stored_points(store, 0, closed).items()}
+    assert {hour for hour, layout in layouts.items() if layout == hourly.LAYOUT} == changed, "changed first"
+    assert_answers_equal(store, base)
+    assert job.run_once() == len(set(layouts) - changed)
+    assert joined(store, base)
+    assert job.run_once() == 0
+    assert_answers_equal(store, base)
+
+
 def test_unused_generations_are_deleted_a_cycle_after_being_seen(
     rollup_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,10 +226,10 @@ def test_unused_generations_are_deleted_a_cycle_after_being_seen(
 
 def test_migration_117_on_an_existing_store(store: Store) -> None:
     """A store made before the hourly rollups migrates, answers as before, and the job back-fills it."""
-    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version != 117))
+    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version not in (117, 118)))
     base = (time.time() // HOUR - 7) * HOUR
     History(store, random.Random(7), base, count=200).step(changes=20)
-    assert migrate(store, ALL_MIGRATIONS) == [117]
+    assert migrate(store, ALL_MIGRATIONS) == [117, 118]
     assert_answers_equal(store, base)
     HourlyRollup(lambda: store).run_once()
     assert fresh(store, base) >= 5

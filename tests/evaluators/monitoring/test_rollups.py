@@ -40,6 +40,7 @@ from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_
 from .synthetic import Run, score_rows, store_runs, trajectory_row
 
 HOUR = 3600
+KINDS = ("in_place", "moved", "moved_unscored", "agent", "delete", "rescore", "other_evaluator")
 TOOLS = ("search", "lookup", "refund")
 EXACT_KEYS = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "p50", "p95", "p99")
 
@@ -105,7 +106,11 @@ def random_run(rng: random.Random, base: float) -> Run:
 
 
 class History:
-    """Runs as they were last stored, with each run's version and evaluator versions scored."""
+    """Runs as they were last stored, with each run's version and evaluator versions scored.
+
+    A run moved without being scored again keeps scores under its earlier start (and `runs`
+    holds it as moved): its scores and its run lie in different hours, as when the scorer
+    read a run before its root span arrived."""
 
     def __init__(self, store: Store, rng: random.Random, base: float, count: int) -> None:
         self.store, self.rng, self.base = store, rng, base
@@ -138,7 +143,7 @@ class History:
                 self.deleted.discard(trace)  # a deleted run comes back
                 kind = "revive"
             else:
-                kind = self.rng.choice(["in_place", "moved", "agent", "delete", "rescore", "other_evaluator"])
+                kind = self.rng.choice(KINDS)
             if kind == "rescore":
                 changed = replace(run, scores={m: self.rng.random() for m in run.scores})
                 scores += self.scores(changed, self.evaluators[trace])
@@ -158,12 +163,13 @@ class History:
                     failure=self.rng.random() < 0.3,
                     tools=[(self.rng.choice(TOOLS), "ok") for _ in range(self.rng.randint(0, 3))],
                 )
-                if kind == "moved":  # often into another bucket: an incomplete run's root arrived
+                if kind.startswith("moved"):  # often into another bucket: an incomplete run's root arrived
                     changed = replace(changed, start=run.start + self.rng.uniform(-1800, 1800))
                 elif kind == "agent":  # spans first assembled without their agent span
                     changed = replace(changed, agent="beta" if run.agent == "alpha" else "alpha")
                 trajectories.append(trajectory_row(changed, version=self.version[trace]))
-                scores += self.scores(changed, self.evaluators[trace])
+                if kind != "moved_unscored":  # else its scores keep the start they were scored at
+                    scores += self.scores(changed, self.evaluators[trace])
             self.runs[index] = changed
         insert_trajectories(self.store, trajectories)
         if scores:

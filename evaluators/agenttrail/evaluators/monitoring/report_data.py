@@ -24,13 +24,15 @@ from typing import Any
 
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, iso_utc, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START, HOUR_S
+from agenttrail.evaluators.monitoring.hourly import HOUR_OF_START, HOUR_S, WORST_KEPT
 from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_metrics, runs_sql, scores_sql
 from agenttrail.evaluators.monitoring.stats import (
     IN_FRESH,
     HourlyPlan,
     StatsQuery,
     hourly_plan,
+    joined_plan,
+    plan_multi_version,
     stats_with_plan,
 )
 
@@ -55,8 +57,8 @@ class ReportQuery:
             raise QueryError(f"the range is empty: since {self.since} is not before until {self.until}")
         if self.bucket_s is not None and not 1 <= self.bucket_s <= 86400:
             raise QueryError(f"bucket of {self.bucket_s}s: must be between 1 (1s) and 86400 (1d)")
-        if not 1 <= self.worst <= 100:
-            raise QueryError(f"worst {self.worst}: must be between 1 and 100")
+        if not 1 <= self.worst <= WORST_KEPT:  # the hourly tables keep WORST_KEPT per hour and agent
+            raise QueryError(f"worst {self.worst}: must be between 1 and {WORST_KEPT}")
 
     @property
     def bucket(self) -> int:
@@ -252,68 +254,95 @@ def _latest_failed_sql(
     return runs_sql([*failed, "Start >= {failed_from:DateTime64(6)}"], _RUN_COLUMNS) + order, params
 
 
-_SLOW_THRESHOLDS = """
-SELECT Agent, arrayReverseSort(groupArrayArray(lat))[{{worst:UInt32}}] FROM (
-SELECT Agent, Latencies AS lat FROM runs_by_hour WHERE {rolled} UNION ALL {raw}) GROUP BY Agent
-"""
-
-
 def _slowest_sql(
-    store: Store, query: ReportQuery, plan: HourlyPlan | None, clauses: list[str], params: dict[str, Any]
+    plan: HourlyPlan | None, clauses: list[str], params: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    """The slowest runs per agent; with fresh hours, read only where they can be: per agent the
-    `worst`-th highest latency of the period (from the hours' latencies and the rest's runs) is
-    a threshold, and only the hours holding a latency at or above it are read run by run (with
-    the rest of the period), so the same runs come out in the same order."""
+    """The slowest runs per agent; with fresh hours, each hour's own slowest from
+    `slowest_by_hour` (ranked in the same order, `worst` of them at least) and the rest of the
+    period's runs: the same runs in the same order."""
     order = " ORDER BY LatencyS DESC, TraceId LIMIT {worst:UInt32} BY Agent"
     if plan is None:
         return runs_sql(clauses, _RUN_COLUMNS) + order, params
-    params = {**params, **plan.params()}
+    rolled = " AND ".join((IN_FRESH, *clauses[2:], "Rank <= {worst:UInt32}"))
+    raw = runs_sql([*clauses, plan.in_gaps("Start")], _WORST_COLUMNS)
+    sql = (
+        f"SELECT {_RUN_COLUMNS} FROM (SELECT {_WORST_COLUMNS} FROM slowest_by_hour WHERE {rolled} "
+        f"UNION ALL {raw}){order}"
+    )
+    return sql, {**params, **plan.params()}
+
+
+# The lowest means per agent among the hours' lowest runs (with their run's columns) and the
+# rest's runs (h = 0): each hour keeps `worst` of its own at least, so the period's are among them.
+_LOWEST_PICKS = f"""
+SELECT Agent, TraceId, RootSpanId, mean, h, {_RUN_COLUMNS} FROM (
+SELECT Agent, TraceId, RootSpanId, Mean AS mean, toUInt32(toUnixTimestamp(Hour)) AS h, Start, Task, LatencyS,
+    Failure, ErrorType
+FROM lowest_by_hour WHERE {{rolled}} AND Rank <= {{{{worst:UInt32}}}}
+UNION ALL
+SELECT Agent, TraceId, RootSpanId, avg(assumeNotNull(Score)) AS mean, toUInt32(0) AS h,
+    toDateTime64(0, 6) AS Start, '' AS Task, 0. AS LatencyS, toUInt8(0) AS Failure, '' AS ErrorType
+FROM ({{raw}}) GROUP BY Agent, TraceId, RootSpanId)
+ORDER BY mean ASC, TraceId, RootSpanId LIMIT {{{{worst:UInt32}}}} BY Agent
+"""
+
+
+def _lowest_scored(
+    store: Store,
+    plan: HourlyPlan | None,
+    clauses: list[str],
+    score_where: list[str],
+    params: dict[str, Any],
+) -> list[tuple[Any, ...]]:
+    """The runs with the lowest mean evaluation score per agent (the agent of the scores), as
+    `_LOWEST_SCORED` finds them: picked among the scores, then joined to the live runs of the
+    period (a pick whose run is not one is dropped, not replaced).
+
+    With a `joined_plan`, its hours' picks come from `lowest_by_hour` with their runs (a run's
+    scores there are all in its hour, and its run is live there with the scores' agent) and the
+    rest of the period's from its scores, joined to the rest's runs (where their runs are)."""
+    part = None
+    if plan is not None and not params["multi_version"]:
+        part = joined_plan(store, plan, score_where, clauses, params)
+    if part is None:
+        sql = _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores_sql(score_where))
+        return store.query(sql, params)
+    params = {**params, **part.params()}
+    raw = scores_sql([*score_where, part.in_gaps("RunStart")])
     rolled = " AND ".join((IN_FRESH, *clauses[2:]))
-    raw = runs_sql([*clauses, plan.in_gaps("Start")], "Agent, [LatencyS] AS lat")
-    found = store.query(_SLOW_THRESHOLDS.format(rolled=rolled, raw=raw), params)
-    params["slow_agents"] = [agent for agent, _ in found]
-    params["slow_at"] = [float(threshold) for _, threshold in found]
-    at_or_above = (
-        "if(indexOf({slow_agents:Array(String)}, Agent) = 0, 1, "
-        "{latency}>= {slow_at:Array(Float64)}[indexOf({slow_agents:Array(String)}, Agent)])"
-    )
-    hours = store.query(
-        f"SELECT DISTINCT toUnixTimestamp(Hour) FROM runs_by_hour WHERE {rolled} "
-        f"AND {at_or_above.replace('{latency}', 'arrayMax(Latencies) ')}",
-        params,
-    )
-    params["slow_hours"] = [int(hour) for (hour,) in hours]
-    in_hours = " OR ".join(
-        f"(Start >= toDateTime64({{slow_hours:Array(UInt32)}}[{index}], 6) AND "
-        f"Start < toDateTime64({{slow_hours:Array(UInt32)}}[{index}] + 3600, 6))"
-        for index in range(1, len(hours) + 1)
-    )
-    where = [
-        *clauses,
-        f"({plan.in_gaps('Start')} OR {in_hours or '0'})",
-        at_or_above.replace("{latency}", "LatencyS "),
-    ]
-    return runs_sql(where, _RUN_COLUMNS) + order, params
+    picks = store.query(_LOWEST_PICKS.format(rolled=rolled, raw=raw), params)
+    found = [(*run, mean) for _, _, _, mean, hour, *run in picks if hour]
+    raw_picks: dict[tuple[str, str], list[float]] = {}
+    for _, trace, root, mean, hour, *_ in picks:
+        if not hour:
+            raw_picks.setdefault((trace, root), []).append(mean)
+    if raw_picks:
+        params["low_traces"] = sorted({trace for trace, _ in raw_picks})
+        where = [*clauses, "TraceId IN {low_traces:Array(String)}", part.in_gaps("Start")]
+        for run in store.query(runs_sql(where, _RUN_COLUMNS), params):
+            found.extend((*run, mean) for mean in raw_picks.get((run[1], run[2]), []))
+    return sorted(found, key=lambda row: (row[0], row[8], row[1], row[2]))
 
 
 def _worst_runs(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> list[dict[str, Any]]:
     """Per agent: the latest failed runs, the slowest, and the lowest mean evaluation score."""
     clauses, params = _conditions(query, "Start")
     score_clauses, score_params = _conditions(query, "RunStart")
-    score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
-    scores = scores_sql([*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"])
+    score_params = {**params, **score_params}
+    score_params["multi_version"] = (
+        multi_version_metrics(store, params["since"], params["until"])
+        if plan is None
+        else plan_multi_version(store, plan, score_clauses[:2], score_params)
+    )
+    score_where = [*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"]
     found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
         ("failed", *_latest_failed_sql(store, query, plan, clauses, params)),
-        ("slowest", *_slowest_sql(store, query, plan, clauses, params)),
-        (
-            "lowest_scored",
-            _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores),
-            {**params, **score_params},
-        ),
+        ("slowest", *_slowest_sql(plan, clauses, params)),
     ):
         found_rows.extend((why, found) for found in store.query(sql, sql_params))
+    lowest = _lowest_scored(store, plan, clauses, score_where, score_params)
+    found_rows.extend(("lowest_scored", found) for found in lowest)
     traces = sorted({found[1] for _, found in found_rows})
     calls_of = {
         (trace_id, root): calls

@@ -48,6 +48,11 @@ GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)
 """
 
 
+# Which score of a run is its latest: the same one whatever order the rows are read in (a run's
+# scores may carry different run starts, when it moved after some were written).
+_LATEST = "(CreatedAt, EvaluatorVersion)"
+
+
 def runs_sql(where: Sequence[str], columns: str, *, prewhere: Sequence[str] = ()) -> str:
     """`columns` of the live runs (latest version, not deleted) matching every condition.
 
@@ -70,21 +75,21 @@ def _filtered(where: Sequence[str], prewhere: Sequence[str]) -> str:
     return f"PREWHERE {' AND '.join(prewhere)} WHERE {' AND '.join(where)}"
 
 
-def scores_sql(where: Sequence[str], table: str | None = None, *, prewhere: Sequence[str] = ()) -> str:
+def scores_sql(where: Sequence[str], *, prewhere: Sequence[str] = ()) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
-    Needs the `multi_version` parameter from `multi_version_metrics`. `table`: read this one
-    instead of the current source (the hourly rollup job reads the run-level rollup).
+    Needs the `multi_version` parameter from `multi_version_metrics`.
     `prewhere`: conditions on Metric, RunStart, TraceId and RootSpanId only (`_filtered`).
     """
-    table = table or SOURCE.scores
+    table = SOURCE.scores
     single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere)
     multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), prewhere)
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
 {single}
 UNION ALL
-SELECT TraceId, RootSpanId, Metric, argMax(Score, CreatedAt), any(RunStart), any(Agent), any(Task)
+SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}), argMax(RunStart, {_LATEST}),
+    argMax(Agent, {_LATEST}), argMax(Task, {_LATEST})
 FROM {table} FINAL {multiple}
 GROUP BY TraceId, RootSpanId, Metric
 """

@@ -10,6 +10,7 @@ multi-value sumMap) and scores; rows are joined by key here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -195,13 +196,38 @@ _TOOL_TALLY = (
 
 @dataclass(frozen=True, slots=True)
 class HourlyPlan:
-    """The whole hours of a stats query that the hourly rollups answer (hourly.py), and how:
+    """The whole hours of a query's period that the hourly rollups answer (hourly.py), and how:
     every other row of the period (edges, hours not rolled up or changed since) is read raw."""
 
-    hours: list[int]
-    generations: list[int]
-    metric_versions: list[tuple[str, str]]
-    gaps: list[tuple[float, float]]  # the rest of the period, [start, end) in Unix seconds
+    since: float  # the period, Unix seconds
+    until: float
+    points: dict[int, hourly.Point]  # the fresh whole hours read from the rollups
+
+    @property
+    def hours(self) -> list[int]:
+        return sorted(self.points)
+
+    @property
+    def metric_versions(self) -> list[tuple[str, str]]:
+        return sorted({pair for point in self.points.values() for pair in point.metric_versions})
+
+    @property
+    def gaps(self) -> list[tuple[float, float]]:
+        """The rest of the period, [start, end) in Unix seconds."""
+        gaps: list[tuple[float, float]] = []
+        start = self.since
+        for hour in self.hours:
+            if hour > start:
+                gaps.append((start, hour))
+            start = hour + hourly.HOUR_S
+        if start < self.until:
+            gaps.append((start, self.until))
+        return gaps
+
+    def only(self, hours: Iterable[int]) -> HourlyPlan | None:
+        """This plan reading only `hours` (of its own) from the rollups; None if none is left."""
+        points = {hour: self.points[hour] for hour in hours if hour in self.points}
+        return HourlyPlan(self.since, self.until, points) if points else None
 
     def params(self) -> dict[str, Any]:
         gaps = {
@@ -209,7 +235,9 @@ class HourlyPlan:
             for i, gap in enumerate(self.gaps)
             for end, bound in zip("se", gap, strict=True)
         }
-        return {"fresh_hours": self.hours, "fresh_generations": self.generations, **gaps}
+        hours = self.hours
+        generations = [self.points[hour].generation for hour in hours]
+        return {"fresh_hours": hours, "fresh_generations": generations, **gaps}
 
     def in_gaps(self, column: str) -> str:
         """`column` in the rest of the period, as ranges the sorting key can skip to."""
@@ -220,10 +248,11 @@ class HourlyPlan:
         return f"({' OR '.join(ranges) or '0'})"
 
 
-# The rows of the fresh hours' current generations.
+# The rows of the fresh hours' current generations (transform: a hash lookup, where has() on
+# (hour, generation) pairs compared every pair on every row).
 IN_FRESH = (
-    "toUnixTimestamp(Hour) IN {fresh_hours:Array(UInt32)} AND has(arrayZip({fresh_hours:Array(UInt32)}, "
-    "{fresh_generations:Array(UInt64)}), (toUnixTimestamp(Hour), Generation))"
+    "toUnixTimestamp(Hour) IN {fresh_hours:Array(UInt32)} AND transform(toUnixTimestamp(Hour), "
+    "{fresh_hours:Array(UInt32)}, {fresh_generations:Array(UInt64)}, toUInt64(0)) = Generation"
 )
 
 
@@ -233,19 +262,55 @@ def hourly_plan(store: Store, since: datetime, until: datetime) -> HourlyPlan | 
         return None
     first, last = hourly.whole_hours(since.timestamp(), until.timestamp())
     fresh = hourly.fresh_hours(store, first, last)
-    if not fresh:
+    return HourlyPlan(since.timestamp(), until.timestamp(), fresh) if fresh else None
+
+
+def plan_multi_version(
+    store: Store, plan: HourlyPlan, bounds: list[str], params: dict[str, Any]
+) -> list[str]:
+    """`multi_version_metrics` of the plan's period (`bounds`: its RunStart conditions) without
+    reading the whole period: the pairs each fresh hour recorded and those of the rest."""
+    where = " AND ".join([*bounds, plan.in_gaps("RunStart")])
+    raw_pairs = store.query(hourly.METRIC_VERSIONS.format(where=where), {**params, **plan.params()})
+    pairs = [*plan.metric_versions, *(pair for _, found in raw_pairs for pair in found)]
+    return sorted(hourly.multi_version(pairs))
+
+
+# Scores read raw whose run is not among the live runs read raw (dead, outside the period, or
+# in an hour of the plan), and the hours of the plan holding a row (any version) of such a run.
+_STRAYS = "SELECT 1 FROM ({scores}) WHERE (TraceId, RootSpanId) NOT IN ({runs}) LIMIT 1"
+_HOURS_OF_STRAYS = f"""
+SELECT DISTINCT toUInt32({hourly.HOUR_OF_START}) AS h FROM runs_by_start
+WHERE Start >= {{{{since:DateTime64(6)}}}} AND Start < {{{{until:DateTime64(6)}}}}
+    AND h IN {{{{fresh_hours:Array(UInt32)}}}}
+    AND (TraceId, RootSpanId) IN (
+        SELECT TraceId, RootSpanId FROM ({{scores}}) WHERE (TraceId, RootSpanId) NOT IN ({{runs}}))
+"""
+
+
+def joined_plan(
+    store: Store, plan: HourlyPlan, score_where: list[str], run_where: list[str], params: dict[str, Any]
+) -> HourlyPlan | None:
+    """The part of `plan` that answers scores joined to their runs (stats by model or version,
+    the report's lowest-scored runs), so that no join reads every run of the period.
+
+    Its hours are those whose every score belongs to a live run of the same hour, agent and
+    task (hourly.Point.scores_joined), less any hour holding a row of the run of a score read
+    raw (`score_where` and the rest of the period) that is not among the live runs read raw
+    (`run_where` and the rest): rare, as a score's run start is its run's. So every score read
+    from the hourly rows has its run in its own hour, and every score read raw has its run
+    among the runs read raw, or none in the period. Needs `multi_version` empty: a metric two
+    evaluator versions scored in the period is read raw over all of it, its runs too."""
+    joined = plan.only(hour for hour, point in plan.points.items() if point.scores_joined)
+    if joined is None:
         return None
-    hours = sorted(fresh)
-    pairs = sorted({pair for point in fresh.values() for pair in point.metric_versions})
-    gaps: list[tuple[float, float]] = []
-    start = since.timestamp()
-    for hour in hours:
-        if hour > start:
-            gaps.append((start, hour))
-        start = hour + hourly.HOUR_S
-    if start < until.timestamp():
-        gaps.append((start, until.timestamp()))
-    return HourlyPlan(hours, [fresh[hour].generation for hour in hours], pairs, gaps)
+    params = {**params, **joined.params()}
+    scores = scores_sql([*score_where, joined.in_gaps("RunStart")])
+    runs = runs_sql([*run_where, joined.in_gaps("Start")], "TraceId, RootSpanId")
+    if not store.query(_STRAYS.format(scores=scores, runs=runs), params):
+        return joined  # the usual case: no need to look for runs in the hours
+    strays = {int(hour) for (hour,) in store.query(_HOURS_OF_STRAYS.format(scores=scores, runs=runs), params)}
+    return joined.only(set(joined.points) - strays)
 
 
 def _run_rows(
@@ -308,12 +373,18 @@ def _score_rows(
         where.append("Metric IN {metrics:Array(String)}")
         params["metrics"] = list(query.metrics)
     joined = bool({"Model", "AgentVersion"} & set(group_columns))
-    if plan is not None and not joined:
-        return _hourly_score_rows(store, plan, group_columns, where, params)
-    params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
+    run_where = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
+    if plan is None:
+        params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
+    else:
+        params["multi_version"] = plan_multi_version(store, plan, where[:2], params)
+        if not joined:
+            return _hourly_score_rows(store, plan, group_columns, where, params)
+        part = None if params["multi_version"] else joined_plan(store, plan, where, run_where, params)
+        if part is not None:
+            return _joined_score_rows(store, part, group_columns, where, run_where, params)
     source = f"({scores_sql(where)}) AS s"
     if joined:
-        run_where = ["Start >= {since:DateTime64(6)}", "Start < {until:DateTime64(6)}", *filters]
         runs = runs_sql(run_where, "TraceId, RootSpanId, Model, AgentVersion")
         source += f" INNER JOIN ({runs}) AS r ON s.TraceId = r.TraceId AND s.RootSpanId = r.RootSpanId"
     group_sql = "".join(f", {'s.Task' if column == 'Task' else 'r.' + column}" for column in group_columns)
@@ -331,20 +402,12 @@ def _hourly_score_rows(
     """`_score_rows` from scores_by_hour for the fresh hours and the scores for the rest.
 
     A metric that more than one evaluator version scored in the period takes each run's
-    latest score (sources.scores_sql), possibly across hours: such metrics are read raw for
-    the whole period. Which they are is today's `multi_version_metrics` answer, from the pairs
-    each fresh hour recorded and the raw rows' own."""
+    latest score (sources.scores_sql), possibly across hours: such metrics (`multi_version`,
+    from `plan_multi_version`) are read raw for the whole period."""
     params = {**params, **plan.params()}
-    raw_hours = plan.in_gaps("RunStart")
-    raw_pairs = store.query(
-        hourly.METRIC_VERSIONS.format(where=" AND ".join([*where[:2], raw_hours])), params
-    )
-    params["multi_version"] = sorted(
-        hourly.multi_version([*plan.metric_versions, *(pair for _, found in raw_pairs for pair in found)])
-    )
     group_sql = _tail(group_columns)  # Task only: model and version groups join the runs
     rolled = " AND ".join((IN_FRESH, *where[2:], "Metric NOT IN {multi_version:Array(String)}"))
-    raw = scores_sql([*where, f"({raw_hours} OR Metric IN {{multi_version:Array(String)}})"])
+    raw = scores_sql([*where, f"({plan.in_gaps('RunStart')} OR Metric IN {{multi_version:Array(String)}})"])
     sql = (
         f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
         "FROM ("
@@ -352,6 +415,39 @@ def _hourly_score_rows(
         f"Scores AS v FROM scores_by_hour WHERE {rolled} UNION ALL "
         f"SELECT intDiv(toUnixTimestamp64Micro(RunStart), {{bucket_us:UInt64}}) AS bucket, Agent{group_sql}, "
         f"Metric, if(Score IS NULL, [], [assumeNotNull(Score)]) AS v FROM ({raw})"
+        f") GROUP BY bucket, Agent{group_sql}, Metric"
+    )
+    return store.query(sql, {**params, "bucket_s": params["bucket_us"] // 1_000_000})
+
+
+def _joined_score_rows(
+    store: Store,
+    plan: HourlyPlan,
+    group_columns: list[str],
+    where: list[str],
+    run_where: list[str],
+    params: dict[str, Any],
+) -> list[tuple[Any, ...]]:
+    """`_score_rows` grouped by model or version with a `joined_plan`: its hours from
+    scores_by_hour (each score there carries its run's model and version), the rest of the
+    period's scores joined to the rest's runs only."""
+    params = {**params, **plan.params()}
+    group_sql = _tail(group_columns)
+    raw_groups = "".join(
+        f", {'s.Task' if column == 'Task' else 'r.' + column} AS {column}" for column in group_columns
+    )
+    rolled = " AND ".join((IN_FRESH, *where[2:]))
+    scores = scores_sql([*where, plan.in_gaps("RunStart")])
+    runs = runs_sql([*run_where, plan.in_gaps("Start")], "TraceId, RootSpanId, Model, AgentVersion")
+    sql = (
+        f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
+        "FROM ("
+        f"SELECT intDiv(toUnixTimestamp(Hour), {{bucket_s:UInt32}}) AS bucket, Agent{group_sql}, Metric, "
+        f"Scores AS v FROM scores_by_hour WHERE {rolled} UNION ALL "
+        "SELECT intDiv(toUnixTimestamp64Micro(s.RunStart), {bucket_us:UInt64}) AS bucket, s.Agent AS Agent"
+        f"{raw_groups}, s.Metric AS Metric, if(s.Score IS NULL, [], [assumeNotNull(s.Score)]) AS v "
+        f"FROM ({scores}) AS s INNER JOIN ({runs}) AS r "
+        "ON s.TraceId = r.TraceId AND s.RootSpanId = r.RootSpanId"
         f") GROUP BY bucket, Agent{group_sql}, Metric"
     )
     return store.query(sql, {**params, "bucket_s": params["bucket_us"] // 1_000_000})
