@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from canonical_reference import reference_canonicalize
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
@@ -26,6 +27,7 @@ from agenttrail.collector.otlp_decode import (
     parse_protobuf,
 )
 from agenttrail.collector.otlp_sql import SPOOL_SOURCE, format_settings, span_rows_select
+from agenttrail.collector.otlp_wire import span_layout
 from agenttrail.collector.spool import encode_records
 from agenttrail.collector.store import Store
 
@@ -172,3 +174,137 @@ def test_what_the_receiver_accepts_both_store_paths_store_alike(
     by_clickhouse = stored_rows(store, "by_clickhouse")
     assert len(by_clickhouse) == batch.accepted
     assert by_clickhouse == stored_rows(store, "by_python")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _nested_value(depth: int) -> bytes:
+    """An AnyValue nested `depth` levels as wire bytes (upb cannot build one past its limit)."""
+    value = _field(1, b"AGENT")
+    for _ in range(depth - 1):
+        value = _field(5, _field(1, value))
+    return value
+
+
+# Values that make (or almost make) an agent-run span, in the keys that decide it and elsewhere.
+agent_values = st.one_of(
+    st.sampled_from(["invoke_agent", "AGENT", "chat", "agent", "xinvoke_agent", "AGENTS"]).map(
+        lambda v: AnyValue(string_value=v)
+    ),
+    st.sampled_from(["invoke_agent", "AGENT"]).map(lambda v: AnyValue(string_value=v)),
+    st.sampled_from(["invoke_agent", "AGENT"]).map(
+        lambda v: AnyValue(array_value=ArrayValue(values=[AnyValue(string_value=v)]))
+    ),
+    any_values,
+)
+agent_attributes = st.lists(
+    st.tuples(st.sampled_from(["gen_ai.operation.name", "openinference.span.kind", "a", "é"]), agent_values),
+    max_size=6,
+)
+span_names = texts | st.sampled_from(["invoke_agent x", "AGENT", "x" * 50])
+
+
+@st.composite
+def wire_span(draw: st.DrawFn) -> bytes:
+    """One span's bytes: random fields, then sometimes a value nested too deep and unknown fields."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    good = draw(st.integers(0, 4)) > 0  # most spans pass the checks, so the rest is reached
+    span = Span(
+        trace_id=draw(st.sampled_from([b"\x01" * 16, b"\xab" * 16, b"\x05" * 16]) if good else ids),
+        span_id=draw(st.sampled_from([b"\x02" * 8, b"\x04" * 8]) if good else ids),
+        parent_span_id=draw(st.sampled_from([b"", b"\x03" * 8]) if good else ids),
+        name=draw(span_names),
+        start_time_unix_nano=(start := draw(good_times if good else times)),
+        end_time_unix_nano=draw(st.integers(start, start + 10**9) if good else times),
+    )
+    span.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(agent_attributes))
+    for _ in range(draw(st.integers(0, 2))):
+        event = span.events.add(time_unix_nano=draw(times), name=draw(span_names))
+        event.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(attributes))
+    for _ in range(draw(st.integers(0, 2))):
+        link = span.links.add(trace_id=draw(ids), span_id=draw(ids))
+        link.attributes.extend(KeyValue(key=k, value=v) for k, v in draw(attributes))
+    data = span.SerializeToString()
+    if draw(st.integers(0, 9)) == 0:  # parsed only after otlp_depth cuts the value
+        data += _field(9, _field(1, b"openinference.span.kind") + _field(2, _nested_value(50)))
+    return data + b"".join(draw(unknown_fields))
+
+
+@st.composite
+def wire_message(draw: st.DrawFn, head: bytes, children: list[bytes]) -> bytes:
+    """A message's fields in a random order with unknown fields among them (repeated fields
+    keep their order: that is the order of the parsed message)."""
+    parts = [(index, _field(2, child)) for index, child in enumerate(children)]
+    parts += [(-1, head)] + [(-1, extra) for extra in draw(unknown_fields)]
+    shuffled = draw(st.permutations(parts))
+    children_in_order = iter(part for part in parts if part[0] >= 0)
+    return b"".join(part if index < 0 else next(children_in_order)[1] for index, part in shuffled)
+
+
+@st.composite
+def wire_bodies(draw: st.DrawFn) -> bytes:
+    """Requests built field by field: several resources and scopes, unknown fields (groups
+    included) at every level, spans that the wire walk must find in the parsed message's order."""
+    from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+    resources = []
+    for _ in range(draw(st.integers(1, 2))):
+        scopes = []
+        for _ in range(draw(st.integers(1, 2))):
+            head = _field(1, InstrumentationScope(name=draw(texts)).SerializeToString())
+            scopes.append(draw(wire_message(head, draw(st.lists(wire_span(), max_size=4)))))
+        resource = Resource(attributes=[KeyValue(key=k, value=v) for k, v in draw(attributes)])
+        resources.append(draw(wire_message(_field(1, resource.SerializeToString()), scopes)))
+    body = b"".join(_field(1, resource) for resource in resources)
+    return body + b"".join(draw(unknown_fields))
+
+
+limit_sets = st.sampled_from(
+    [
+        LIMITS,
+        SpanLimits(max_age_days=400, max_future_s=3600, max_attributes=2, max_links=1, max_events=1),
+        SpanLimits(max_age_days=400, max_future_s=3600),
+        SpanLimits(max_age_days=None, max_future_s=None, max_name_chars=3, max_attributes=0, max_links=0),
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=wire_bodies(), limits=limit_sets)
+def test_canonicalize_decides_as_the_plain_reading_of_every_span(body: bytes, limits: SpanLimits) -> None:
+    """The fast path (spans read only as far as their bytes or trace leave a question open) keeps,
+    cuts, marks and rejects what reading every span fully does, with the same traces and flags."""
+    try:
+        expected_request = parse_protobuf(body)
+    except OtlpDecodeError:
+        assume(False)
+        return
+    layout = span_layout(body)  # every body built here is one the walk follows to each span
+    assert layout is not None
+    scopes = [scope for resource in expected_request.resource_spans for scope in resource.scope_spans]
+    assert layout.per_scope == [len(scope.spans) for scope in scopes]
+    expected = reference_canonicalize(expected_request, limits, now_ns=NOW)
+    for wire in (body, None):
+        request = parse_protobuf(body)
+        batch = canonicalize(request, limits, now_ns=NOW, wire=wire)
+        assert request.SerializeToString() == expected_request.SerializeToString()
+        assert (batch.accepted, batch.rejected, batch.errors, batch.normalized) == (
+            expected.accepted,
+            expected.rejected,
+            expected.errors,
+            expected.normalized,
+        )
+        assert list(batch.traces.items()) == list(expected.traces.items())

@@ -207,7 +207,7 @@ class IngestPipeline:
 
     def _accept(self, body: bytes, body_format: int) -> DecodedBatch:
         request = parse_json(body) if body_format == FORMAT_JSON else parse_protobuf(body)
-        batch = canonicalize(request, self.limits)
+        batch = canonicalize(request, self.limits, wire=None if body_format == FORMAT_JSON else body)
         self.counters.rejected_spans += batch.rejected
         if not batch.accepted:
             return batch
@@ -335,7 +335,7 @@ class IngestPipeline:
             except OtlpDecodeError as exc:
                 self._quarantine_record(record, segment, index, f"undecodable: {exc}")
                 continue
-            checked = canonicalize(request, STORABLE)
+            checked = canonicalize(request, STORABLE, wire=record)
             if checked.accepted:
                 kept.append(request.SerializeToString())
                 batch.extend(checked)
@@ -527,7 +527,8 @@ class IngestPipeline:
         self.quarantine.add_record(record, segment=segment, index=index, reason=reason)
         self.counters.quarantined_records += 1
         with contextlib.suppress(OtlpDecodeError):
-            self.counters.quarantined_spans += canonicalize(parse_protobuf(record), STORABLE).accepted
+            checked = canonicalize(parse_protobuf(record), STORABLE, wire=record)
+            self.counters.quarantined_spans += checked.accepted
 
     def _quarantine_segment(self, segment: Path, reason: str) -> None:
         self.quarantine.add_segment(segment, reason)

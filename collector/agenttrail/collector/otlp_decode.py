@@ -351,9 +351,14 @@ def span_problem(span: Any, first: int = 1, last: int = MAX_TIMESTAMP_NS) -> str
     return None
 
 
+OPENINFERENCE_AGENT_KIND = "AGENT"
+AGENT_SPAN_VALUES = (attr.OPERATION_INVOKE_AGENT, OPENINFERENCE_AGENT_KIND)
+"""The rendered values that make a span an agent-run span (`otlp_wire` looks for them in bytes)."""
+
+
 def is_agent_span(operation: str | None, span_kind: str | None) -> bool:
     """Whether a span's rendered operation / OpenInference kind make it an agent-run span."""
-    return operation == attr.OPERATION_INVOKE_AGENT or span_kind == "AGENT"
+    return operation == attr.OPERATION_INVOKE_AGENT or span_kind == OPENINFERENCE_AGENT_KIND
 
 
 def decode_request(request: Any) -> DecodedBatch:

@@ -159,6 +159,13 @@ EVALUATORS = Section(
             "seconds between queue queries over the whole lookback (between them, only runs "
             "assembled since the queue was last empty)",
         ),
+        (
+            "processes",
+            COUNT,
+            0,
+            "worker processes that compute the metrics, off the receivers' interpreter (0: in "
+            "serve's own; each costs about 25 MiB)",
+        ),
     ),
     check=_check_evaluators,
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
-from trajectory_rows import agent_run, store_runs
+from trajectory_rows import agent_run, insert_trajectories, run_row, store_runs
 
 from agenttrail.evaluators.scoring.reference_store import latest_references, store_reference_set
 from agenttrail.evaluators.scoring.references import parse_reference_set
@@ -317,3 +317,56 @@ def test_a_large_batch_of_plain_traces_is_assembled_in_clickhouse_and_scored(sta
             "failure": float(failed),
         }
         assert score == wanted[metric], (trace, metric)
+
+
+def test_metrics_computed_in_worker_processes_store_what_the_thread_stores(store: Any) -> None:
+    """`evaluators.processes` moves the metrics into spawned processes: the same runs (tasks with
+    and without a reference or metrics of their own, no task, failed, calls that cannot be read)
+    get the same scores and decisions as when serve's thread computes them."""
+    from agenttrail.collector.schema import migrate
+
+    migrate(store, EVALUATOR_MIGRATIONS)
+    store_reference_set(store, parse_reference_set(REFERENCES), source="test")
+    now = time.time()
+    lookup = {"name": "lookup", "input": {"id": 1}, "output": None}
+    shapes: list[dict[str, Any]] = [
+        {"task": "refund", "tools": [lookup, {"name": "refund", "input": None}]},
+        {"task": "refund", "tools": [{"name": "refund", "input": None}, lookup]},
+        {"task": "refund", "tools": [lookup], "failure": True},
+        {"task": "faq", "tools": [{"name": "search"}, {"name": "search"}]},
+        {"task": "faq", "tools": []},
+        {"task": "no-such-task", "tools": [lookup]},
+        {"task": "", "tools": [lookup]},
+    ]
+    runs = [
+        agent_run(start=now + i, trace_id=new_trace_id(), latency_s=0.1 * i, **shapes[i % len(shapes)])
+        for i in range(3 * len(shapes))
+    ]
+    rows = [run_row(run) for run in runs]
+    rows[-1] = rows[-1]._replace(ToolCalls="[{not json")  # decided as an error, with the reason
+    insert_trajectories(store, rows)
+
+    def outcome(processes: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        # One worker id for both: a second id would look like a live peer and take half the runs.
+        config = EvaluatorConfig(batch_size=8, processes=processes)
+        worker = EvaluatorWorker(store.clone, config, worker_id="w")
+        try:
+            while worker.run_once():
+                pass
+        finally:
+            worker.stop()
+        scores = store.query(
+            "SELECT TraceId, Metric, Score, Label, Task, Revision, ReferenceVersion FROM scores ORDER BY ALL"
+        )
+        decisions = store.query("SELECT TraceId, Decision, Detail FROM evaluation_decisions ORDER BY ALL")
+        store.command("TRUNCATE TABLE scores")
+        store.command("TRUNCATE TABLE evaluation_decisions")
+        return scores, decisions
+
+    in_thread = outcome(0)
+    assert len(in_thread[1]) == len(runs)
+    assert any(detail.startswith("cannot score") for _, _, detail in in_thread[1])
+    assert len({score for _, metric, score, *_ in in_thread[0] if metric == "trajectory_exact_match"}) == 2
+    in_processes = outcome(2)
+    assert (len(in_processes[0]), len(in_processes[1])) == (len(in_thread[0]), len(in_thread[1]))
+    assert in_processes == in_thread

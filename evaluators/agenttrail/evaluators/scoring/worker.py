@@ -25,11 +25,11 @@ from typing import Any
 
 from agenttrail.collector.config import read_section
 from agenttrail.collector.errors import ConfigError
-from agenttrail.collector.runs import predicted_calls
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.metrics import compute_metrics, parse_metric
+from agenttrail.evaluators.metrics import parse_metric
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
-from agenttrail.evaluators.scoring.reference_store import StoredReference
+from agenttrail.evaluators.scoring.metric_pool import MetricPool, Outcome, RunToScore, score_runs
+from agenttrail.evaluators.scoring.references import ReferenceEntry
 from agenttrail.evaluators.scoring.run_queue import (
     RECENT,
     DecisionRow,
@@ -87,6 +87,7 @@ class EvaluatorConfig:
     lookback_s: int = 86_400
     batch_size: int = 2000
     full_scan_interval_s: float = 60.0
+    processes: int = 0  # > 0: compute the metrics in that many worker processes (metric_pool.py)
 
     def __post_init__(self) -> None:
         for text in self.metrics:
@@ -97,6 +98,11 @@ class EvaluatorConfig:
         for rate in (self.sample_rate, *(rule.rate for rule in self.rules)):
             if not 0.0 <= rate <= 1.0:
                 raise ConfigError(f"evaluators: sample rate {rate} must be between 0 and 1")
+        if isinstance(self.processes, bool) or not isinstance(self.processes, int) or self.processes < 0:
+            raise ConfigError(
+                f"evaluators.processes: {self.processes!r} is not a whole number >= 0 "
+                "(0: metrics computed in serve's own process)"
+            )
 
     @property
     def version(self) -> str:
@@ -126,6 +132,7 @@ class EvaluatorConfig:
             "lookback_s",
             "batch_size",
             "full_scan_interval_s",
+            "processes",
         }
         unknown = set(section) - known
         if unknown:
@@ -194,6 +201,7 @@ class EvaluatorWorker(RunQueueWorker):
         self._cursor_s: float | None = None  # None: the next query scans the whole lookback
         self._full_scan_at = float("-inf")
         self._shard: tuple[int, int] | None = None
+        self._pool: MetricPool | None = None
 
     def queue_keys(self) -> list[str]:
         return [self.version]
@@ -233,22 +241,32 @@ class EvaluatorWorker(RunQueueWorker):
             self._drained(asked_at, full_scan)
             return 0
         references = self.references()
+        # trace id, agent, task, failure: who is sampled; calls, task, latency, failure: what scoring reads
+        sampled = [self.config.sampled(row[0], row[2], row[3], bool(row[6])) for row in rows]
+        runs = [
+            RunToScore(row[7], row[3], row[5], bool(row[6]))
+            for row, take in zip(rows, sampled, strict=True)
+            if take
+        ]
+        outcomes = iter(self._compute(runs, {task: stored.entry for task, stored in references.items()}))
         scores: list[ScoreRow] = []
         decisions: list[DecisionRow] = []
         now, stamp = now_stamp()
-        for trace_id, root, agent, task, start_us, latency_s, failure, tool_calls, revision in rows:
+        for row, take in zip(rows, sampled, strict=True):
+            trace_id, root, agent, task, start_us, latency_s, _, _, revision = row
             decision, detail = "scored", ""
-            if not self.config.sampled(trace_id, agent, task, bool(failure)):
+            if not take:
                 decision = "sampled_out"
                 self.counters.sampled_out += 1
             else:
                 reference = references.get(task) if task else None
-                try:
-                    results = self._score(json.loads(tool_calls), reference, latency_s, bool(failure))
-                except (ValueError, TypeError) as exc:
-                    decision, detail = "error", f"cannot score: {exc}"
+                outcome = next(outcomes)
+                if isinstance(outcome, str):
+                    decision, detail = "error", outcome
                     self.counters.errors += 1
                     results = {}
+                else:
+                    results = outcome
                 if decision == "scored" and reference is None:
                     detail = f"no reference for task {task!r}" if task else "run has no task"
                 run_start = f"{start_us / 1e6:.6f}"
@@ -309,20 +327,18 @@ class EvaluatorWorker(RunQueueWorker):
         if full_scan:
             self._full_scan_at = time.monotonic()
 
-    def _score(
-        self,
-        tool_calls: list[dict[str, Any]],
-        reference: StoredReference | None,
-        latency_s: float,
-        failure: bool,
-    ) -> dict[str, float | None]:
-        predicted = predicted_calls(tool_calls)
-        if reference is None:
-            return compute_metrics(predicted, None, [], latency_s=latency_s, failure=failure)
-        specs = reference.entry.configured_metrics(self.config.metrics)
-        return compute_metrics(
-            predicted, list(reference.entry.reference), specs, latency_s=latency_s, failure=failure
-        )
+    def _compute(self, runs: list[RunToScore], references: dict[str, ReferenceEntry]) -> list[Outcome]:
+        """The runs' metrics: in the worker processes if `processes` asks for them, else here."""
+        if not self.config.processes:
+            return score_runs(runs, references, self.config.metrics)
+        if self._pool is None:
+            self._pool = MetricPool(self.config.processes)
+        return self._pool.score(runs, references, self.config.metrics)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        super().stop(timeout_s)
+        if self._pool is not None:
+            self._pool.close()
 
 
 def metric_label(metric: str, value: float) -> str:
