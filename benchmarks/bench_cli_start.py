@@ -11,7 +11,6 @@ idle machine (issue 14); on a loaded one, CPU time is the steadier figure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench_ingest import wait_ready
 
 AGENTTRAIL = [str(Path(sys.executable).parent / "agenttrail")]
 
@@ -38,22 +39,6 @@ def measure(args: list[str], runs: int) -> tuple[list[float], list[float]]:
     return walls[1:], cpus[1:]
 
 
-def wait_ready(store: Path, process: subprocess.Popen[bytes]) -> None:
-    lock = store / "agenttrail.agenttrail.lock"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit("serve exited early")
-        try:
-            info = json.loads(lock.read_text() or "{}")
-        except (FileNotFoundError, json.JSONDecodeError):
-            info = {}
-        if info.get("pid") == process.pid and not info.get("starting"):
-            return
-        time.sleep(0.2)
-    raise SystemExit("serve did not become ready")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -67,7 +52,7 @@ def main() -> None:
             env={**os.environ, "AGENTTRAIL_LOG_LEVEL": "WARNING"},
         )
         try:
-            wait_ready(store, serve)
+            wait_ready(store, serve, timeout_s=120)
             commands = {
                 "agenttrail --help": ["--help"],
                 "agenttrail trajectories (through serve)": ["trajectories", "--store", str(store)],

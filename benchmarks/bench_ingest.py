@@ -124,11 +124,14 @@ def health(http: str) -> dict[str, int]:
         return data
 
 
-def wait_ready(store: Path, process: subprocess.Popen[bytes]) -> dict[str, str]:
+def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, str]:
+    """The sidecar's addresses once its lock file names the bound ports (a busy machine may
+    take minutes to import and migrate); the benchmarks' one wait for a serve they started."""
     lock = store / "agenttrail.agenttrail.lock"
-    for _ in range(600):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit("agenttrail serve exited during start-up")
+            raise SystemExit(f"agenttrail serve exited during start-up (exit code {process.returncode})")
         try:
             info: dict[str, str] = json.loads(lock.read_text() or "{}")
             if info.get("pid") == process.pid and not info.get("starting"):
@@ -136,7 +139,7 @@ def wait_ready(store: Path, process: subprocess.Popen[bytes]) -> dict[str, str]:
         except (FileNotFoundError, json.JSONDecodeError):
             pass
         time.sleep(0.1)
-    raise SystemExit("agenttrail serve did not start")
+    raise SystemExit(f"agenttrail serve did not start within {timeout_s:.0f} s")
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import multiprocessing
 import os
 import re
@@ -29,7 +28,7 @@ from typing import Any
 import grpc
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_ingest import SPANS_PER_REQUEST, agent_request, health
+from bench_ingest import SPANS_PER_REQUEST, agent_request, health, wait_ready
 
 # Measured on main at 708f40c (stdlib ThreadingHTTPServer, no in-flight byte budget), same
 # machine, `--seconds 30`: see README "Running the sidecar".
@@ -76,24 +75,6 @@ class Bodies:
             for offset in offsets:
                 fresh[offset : offset + 16] = trace_id
         return bytes(fresh)
-
-
-def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, str]:
-    """The sidecar's addresses once its lock file names the bound ports (a busy machine may
-    take minutes to import and migrate)."""
-    lock = store / "agenttrail.agenttrail.lock"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit("agenttrail serve exited during start-up")
-        try:
-            info: dict[str, str] = json.loads(lock.read_text() or "{}")
-            if info.get("pid") == process.pid and not info.get("starting"):
-                return info
-        except (FileNotFoundError, json.JSONDecodeError):
-            pass
-        time.sleep(0.1)
-    raise SystemExit("agenttrail serve did not start")
 
 
 def rss_mib(pid: int, field: str = "VmRSS") -> float:

@@ -39,6 +39,7 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+from bench_ingest import wait_ready
 from otlp_fuzz import EXPORT, FuzzCases
 
 SERVE = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
@@ -56,7 +57,6 @@ class Sidecar:
 
     def start(self) -> float:
         started = time.perf_counter()
-        lock = self.store / "agenttrail.agenttrail.lock"
         self.process = subprocess.Popen(
             [
                 *SERVE,
@@ -74,20 +74,10 @@ class Sidecar:
                 *(["--spool-dir", str(self.spool_dir)] if self.spool_dir else []),
             ]
         )
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"agenttrail serve exited during start-up ({self.process.returncode})")
-            try:
-                info = json.loads(lock.read_text() or "{}")
-            except (FileNotFoundError, json.JSONDecodeError):
-                info = {}
-            if info.get("pid") == self.process.pid and not info.get("starting"):
-                self.http, self.grpc = info["http"], info["grpc"]
-                self.ready.set()
-                return time.perf_counter() - started
-            time.sleep(0.1)
-        raise SystemExit("agenttrail serve did not start within 600 s")
+        info = wait_ready(self.store, self.process)
+        self.http, self.grpc = info["http"], info["grpc"]
+        self.ready.set()
+        return time.perf_counter() - started
 
     def kill(self) -> None:
         self.ready.clear()

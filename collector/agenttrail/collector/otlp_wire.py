@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.otlp_decode import AGENT_SPAN_VALUES
 
 _OPERATION, _KIND = (value.encode() for value in AGENT_SPAN_VALUES)
@@ -24,7 +25,7 @@ _START_GROUP = 3
 _END_GROUP = 4
 
 
-class _Unwalkable(Exception):
+class _Unwalkable(AgentTrailError):
     """The bytes are not a protobuf message this walk follows (the caller reads every span)."""
 
 

@@ -124,6 +124,31 @@ def test_windows_are_the_reference_windows(
     assert as_lists(fast) == as_lists(slow)
 
 
+@pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
+def test_a_metric_two_versions_scored_takes_each_runs_latest_score(
+    histories: tuple[Store, float], tables: sources.Tables
+) -> None:
+    """The question hypothesis found (in CI): on this history a metric two evaluator versions
+    scored has a run whose scores carry different run starts. The sample's window-dependent
+    limit, applied to each row before the latest score is picked, kept the older row (its start
+    under the baseline's limit) and so the run, where the latest row's start puts it in the
+    recent window above that window's limit."""
+    store, base = histories
+    query = DriftQuery(
+        recent_s=600,
+        baseline=Baseline(since=at(base), until=at(base + 1487)),
+        agent=None,
+        task=None,
+        metrics=(),
+        now=at(base + 2 * HOUR),
+    )
+    drift_settings = DriftSettings(max_samples=116)
+    with reading(tables):
+        fast = load_windows(store, query, drift_settings)
+        slow = reference.reference_windows(store, query, drift_settings)
+    assert as_lists(fast) == as_lists(slow)
+
+
 def test_the_history_samples_and_splits_windows(histories: tuple[Store, float]) -> None:
     """The random data exercises sampling: a 3-hour baseline holds more runs than max_samples,
     scores are read, and both agents have both windows."""

@@ -624,7 +624,7 @@ def _load_scores(
     )
     since = min(params["baseline_start"], params["recent_start"], key=float)
     params["multi_version"] = multi_version_metrics(store, since, params["recent_end"])
-    scores = scores_sql(where, prewhere=[score_sample])
+    scores = scores_sql(where, prewhere=[score_sample], run_prewhere=[largest])
     per_window = (
         "SELECT Agent, w, Metric, arrayMap(s -> s.4, arraySort(groupArray("
         "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))))) "

@@ -75,15 +75,21 @@ def _filtered(where: Sequence[str], prewhere: Sequence[str]) -> str:
     return f"PREWHERE {' AND '.join(prewhere)} WHERE {' AND '.join(where)}"
 
 
-def scores_sql(where: Sequence[str], *, prewhere: Sequence[str] = ()) -> str:
+def scores_sql(
+    where: Sequence[str], *, prewhere: Sequence[str] = (), run_prewhere: Sequence[str] = ()
+) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
     Needs the `multi_version` parameter from `multi_version_metrics`.
-    `prewhere`: conditions on Metric, RunStart, TraceId and RootSpanId only (`_filtered`).
+    `prewhere`: conditions on Metric, RunStart, TraceId and RootSpanId only (`_filtered`). A
+    metric two evaluator versions scored takes each run's latest score over all its rows, and a
+    condition that keeps some of a run's rows and drops others (one on RunStart, when the run
+    moved) would change which is latest: that part takes `run_prewhere` instead, conditions on
+    the run's ids alone, which keep or drop all of a run's rows.
     """
     table = SOURCE.scores
     single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere)
-    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), prewhere)
+    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere)
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
 {single}
