@@ -38,6 +38,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agenttrail.collector.otlp_decode import (
     MAX_TIMESTAMP_NS,
+    ZERO_SPAN_ID,
+    ZERO_TRACE_ID,
     DecodedBatch,
     any_value_to_str,
     is_agent_span,
@@ -49,8 +51,6 @@ from agenttrail.instrumentation import attributes as attr
 NORMALIZED = "agenttrail.collector.normalized"
 """Span attribute naming what the collector cut or clamped on this span before storing it."""
 _DAY_NS = 86_400 * 1_000_000_000
-_ZERO_TRACE_ID = bytes(16)
-_ZERO_SPAN_ID = bytes(8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +166,9 @@ def _check_spans(
         # The same conditions as span_problem's, which is asked only to word the reason.
         if (
             len(trace_id) != 16
-            or trace_id == _ZERO_TRACE_ID
+            or trace_id == ZERO_TRACE_ID
             or len(span_id) != 8
-            or span_id == _ZERO_SPAN_ID
+            or span_id == ZERO_SPAN_ID
             or len(span.parent_span_id) not in (0, 8)
             or not name
             or start < first

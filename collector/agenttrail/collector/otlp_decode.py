@@ -312,8 +312,8 @@ def _dicts(value: Any) -> list[dict[str, Any]]:
 # DateTime64(9) holds Int64 nanoseconds: 2262-04-11T23:47:16.854775807 is its last instant, and
 # a start time at or past 2^63 would wrap negative where ClickHouse reads it as Int64.
 MAX_TIMESTAMP_NS = 2**63 - 1
-_ZERO_TRACE_ID = bytes(16)
-_ZERO_SPAN_ID = bytes(8)
+ZERO_TRACE_ID = bytes(16)
+ZERO_SPAN_ID = bytes(8)
 
 
 def _when(nanos: int) -> str:
@@ -324,12 +324,15 @@ def _when(nanos: int) -> str:
 
 def span_problem(span: Any, first: int = 1, last: int = MAX_TIMESTAMP_NS) -> str | None:
     """Why a span cannot be stored, or None; `first`/`last` bound its start time (ns). The
-    defaults are what the columns hold; the receiver narrows them to a window around its clock."""
+    defaults are what the columns hold; the receiver narrows them to a window around its clock.
+
+    `canonical._check_spans` tests the same conditions inline (its hot loop) and asks this only
+    for the reason: a rule added here goes there too (test_canonical holds both equal)."""
     trace_id = span.trace_id
-    if len(trace_id) != 16 or trace_id == _ZERO_TRACE_ID:
+    if len(trace_id) != 16 or trace_id == ZERO_TRACE_ID:
         return "trace_id must be 16 bytes (32 hex characters) and not all zero"
     span_id = span.span_id
-    if len(span_id) != 8 or span_id == _ZERO_SPAN_ID:
+    if len(span_id) != 8 or span_id == ZERO_SPAN_ID:
         return "span_id must be 8 bytes (16 hex characters) and not all zero"
     if len(span.parent_span_id) not in (0, 8):
         return "parent_span_id must be empty or 8 bytes (16 hex characters)"
