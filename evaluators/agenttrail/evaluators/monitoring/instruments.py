@@ -225,7 +225,7 @@ def record_values(histogram: Histogram, values: Sequence[float], attributes: dic
     for the rest, which skips the SDK's per-call attribute cleaning and hashing (about 20 µs of
     Python a value, 4/5 of a `record`). Where the SDK is not laid out as this expects (another
     version, views, delta temporality, an instrument turned off), every value goes through
-    `record`; `tests/evaluators/monitoring/test_metrics_export.py` holds both ways equal."""
+    `record`; `tests/evaluators/export/test_instruments.py` holds both ways equal."""
     if not values:
         return
     histogram.record(values[0], attributes)
