@@ -675,11 +675,30 @@ def _load_scores(
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, {window} AS w FROM ({scores})) "
             f"WHERE {_in_part(part)}"
         )
-    per_window = (
-        "SELECT Agent, w, Metric, arrayMap(s -> s.4, arraySort(groupArray("
-        "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))))) "
-        f"FROM ({' UNION ALL '.join(selects)}) "
-        f"WHERE Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric"
+
+    # Each window's scores in time order, ties by the run's ids: sorted by start alone (sorting
+    # tuples holding the ids took a third of the query), and by the ids too only where two
+    # scores of a window share a start.
+    def per_window(value: int, order: str, starts: str) -> str:
+        return (
+            f"SELECT Agent, w, Metric, arrayMap(s -> s.{value}, sorted), {starts} FROM ("
+            f"SELECT Agent, w, Metric, arraySort(groupArray({order})) AS sorted "
+            f"FROM ({' UNION ALL '.join(selects)}) "
+            f"WHERE Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric)"
+        )
+
+    start_us = "toUnixTimestamp64Micro(RunStart)"
+    rows = store.query(
+        per_window(2, f"({start_us}, assumeNotNull(Score))", "arrayMap(s -> s.1, sorted)"), params
     )
-    for agent, window_index, metric, scores_in_order in store.query(per_window, params):
+    if any(_shares_a_start(starts) for *_, starts in rows):
+        rows = store.query(
+            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "[]"), params
+        )
+    for agent, window_index, metric, scores_in_order, _ in rows:
         samples(agent, window_index).values[metric] = _array(scores_in_order)
+
+
+def _shares_a_start(starts: Sequence[int]) -> bool:
+    """Two of these sorted start times are equal."""
+    return bool(np.any(np.diff(np.asarray(starts, dtype=np.int64)) == 0))
