@@ -40,6 +40,7 @@ from agenttrail.collector.errors import (
     StoreRefused,
     StoreUnavailable,
 )
+from agenttrail.collector.ingest_slots import INGEST_SLOTS, IngestSlots, SlotWaitRefused
 from agenttrail.collector.otlp_decode import (
     FORMAT_JSON,
     FORMAT_PROTOBUF,
@@ -88,11 +89,6 @@ INSERT_BLOCK_SPANS = 8192
 READ_BLOCK_BYTES = 2 * 1024 * 1024
 # Retry-After for a spool that cannot be written: freeing disk space takes an operator.
 SPOOL_RETRY_AFTER_S = 10
-# Requests checked and spooled at once (both receivers). The work is Python under one GIL: more
-# at once only makes each slower, so the rest wait for a slot, each at most `max_wait_s`.
-INGEST_SLOTS = 4
-# Retry-After for a request refused because it would have waited too long: slots free quickly.
-WAIT_RETRY_AFTER_S = 1
 
 
 class IngestPipeline:
@@ -114,12 +110,7 @@ class IngestPipeline:
         slots: int = INGEST_SLOTS,
     ) -> None:
         self._store = store
-        self._max_wait_s = max_wait_s
-        self._slots = threading.BoundedSemaphore(slots)
-        self._slot_count = slots
-        self._waiting = 0  # requests waiting for a slot
-        self._in_progress = 0  # requests holding one
-        self._waiting_lock = threading.Lock()  # not _cond: a stalled spool write holds that
+        self._slots = IngestSlots(slots, max_wait_s)
         self.limits = limits or SpanLimits()
         # The clock window bounds the day partitions one insert touches; ClickHouse's default
         # guard (100) would refuse a batch of old replayed data or a client with a broken clock.
@@ -177,33 +168,12 @@ class IngestPipeline:
         is when the receiver had the request: one that cannot start within `max_wait_s` of it
         (every slot busy) is refused with a retry hint before any work, never queued for seconds.
         """
-        waited = 0.0 if waiting_since is None else time.monotonic() - waiting_since
-        with self._waiting_lock:
-            self._waiting += 1
         try:
-            started = waited < self._max_wait_s and self._slots.acquire(timeout=self._max_wait_s - waited)
-        finally:
-            with self._waiting_lock:
-                self._waiting -= 1
-                waiting = self._waiting
-        if not started:
+            return self._slots.run(lambda: self._accept(body, body_format), waiting_since)
+        except SlotWaitRefused:
             self.counters.refused_requests += 1
             self.counters.refused_waits += 1
-            raise OverloadedError(
-                f"the collector could not start on this request within {self._max_wait_s:g} s "
-                f"(ingest_max_wait_s; {self._slot_count} requests in progress, {waiting} more waiting); "
-                "retry later",
-                retry_after_s=WAIT_RETRY_AFTER_S,
-                store_down=False,
-            )
-        with self._waiting_lock:
-            self._in_progress += 1
-        try:
-            return self._accept(body, body_format)
-        finally:
-            with self._waiting_lock:
-                self._in_progress -= 1
-            self._slots.release()
+            raise
 
     def _accept(self, body: bytes, body_format: int) -> DecodedBatch:
         request = parse_json(body) if body_format == FORMAT_JSON else parse_protobuf(body)
@@ -256,10 +226,20 @@ class IngestPipeline:
                 self._cond.notify_all()
         return batch
 
+    def hand_in(self, segment: Path, batch: DecodedBatch) -> None:
+        """Queue a segment another process spooled and sealed (the gRPC receiver process,
+        `grpc_process`): the writer stores it like one of its own, then deletes it."""
+        with self._cond:
+            self._sealed.append((segment, batch))
+            self._pending_rows += batch.accepted
+            self.counters.accepted_spans += batch.accepted
+            self.counters.normalized_spans += batch.normalized
+            self._cond.notify_all()
+
     @property
     def requests_in_progress(self) -> int:
         """Requests being checked and spooled now (at most the slots)."""
-        return self._in_progress
+        return self._slots.in_progress
 
     @property
     def store_down(self) -> bool:
@@ -289,8 +269,8 @@ class IngestPipeline:
             "backlog": {
                 "queued_spans": self.queued_rows,
                 "spool_segments": len(self._spool.segments()),
-                "requests_in_progress": self._in_progress,
-                "requests_waiting": self._waiting,
+                "requests_in_progress": self._slots.in_progress,
+                "requests_waiting": self._slots.waiting,
             },
             "quarantine": {
                 "records": len(entries),
