@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -169,16 +170,32 @@ def test_graceful_stop_stores_everything_acknowledged(start_sidecar: Any, store:
     assert rows == [(10,)]
 
 
-def test_a_full_queue_is_unavailable_in_the_process_too(start_sidecar: Any) -> None:
-    """Serve's backlog reaches the process: past max_queue_spans it refuses with UNAVAILABLE."""
-    sidecar = start_sidecar(grpc_process=True, max_queue_spans=5, flush_interval_s=30.0)
+def test_serves_backlog_reaches_the_process(start_sidecar: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spans serve's writer has not stored yet count against max_queue_spans in the process:
+    past it the process answers UNAVAILABLE, and once the writer catches up it accepts again."""
+    sidecar = start_sidecar(grpc_process=True, max_queue_spans=6)
+    writer_free = threading.Event()
+    store_batch = sidecar.pipeline._store_batch
+
+    def held_store_batch(*args: Any, **kwargs: Any) -> bool:
+        writer_free.wait(120)  # a slow store
+        return store_batch(*args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(sidecar.pipeline, "_store_batch", held_store_batch)
     trace = new_trace_id()
-    spans = [SpanSpec(trace, new_span_id(), f"s{index}", 0, 1) for index in range(4)]
-    body = request(*spans).SerializeToString()
-    grpc_export(sidecar.grpc_address, body)  # 4 open in the process
+    body = request(
+        *(SpanSpec(trace, new_span_id(), f"s{index}", 0, 1) for index in range(4))
+    ).SerializeToString()
+    grpc_export(sidecar.grpc_address, body)
+    wait_for(lambda: sidecar.pipeline.queued_rows == 4)  # handed over, the writer holds it
+    time.sleep(0.2)  # serve publishes its backlog every 20 ms
     assert export_code(sidecar.grpc_address, body) == grpc.StatusCode.UNAVAILABLE
-    assert sidecar.health()[1]["queued_spans"] in (0, 4)  # the process reports every 0.1 s
     wait_for(lambda: sidecar.health()[1]["grpc_receiver_process"].get("refused_requests") == 1)
+    writer_free.set()
+    wait_for(lambda: sidecar.pipeline.queued_rows == 0)
+    time.sleep(0.2)
+    grpc_export(sidecar.grpc_address, body)
+    assert len(stored_names(sidecar, trace)) == 8
 
 
 def test_adopted_leftovers_are_replayed_at_start(start_sidecar: Any, tmp_path: Path) -> None:
@@ -192,7 +209,7 @@ def test_adopted_leftovers_are_replayed_at_start(start_sidecar: Any, tmp_path: P
     left.close()
     sidecar = start_sidecar()  # the setting off: the leftovers are stored all the same
     assert stored_names(sidecar, trace) == ["execute_tool t", "invoke_agent bot"]
-    assert adopt_leftovers(spool_dir) == 0
+    assert adopt_leftovers(spool_dir) == []
 
 
 def test_disk_full_is_unavailable_and_not_ready(start_sidecar: Any, small_disk: Path) -> None:

@@ -9,13 +9,14 @@ refuses (UNAVAILABLE, retry hint) exactly when serve's own pipeline would. Other
 (the evaluation API) are forwarded, bytes and metadata as they came, to serve's internal port.
 
 Messages to serve, over a one-way pipe: ("ready", address), ("error", message),
-("sealed", path, accepted, normalized, traces), ("stats", dict), ("bye",).
+("sealed", path, accepted, normalized, traces), ("stats", dict); then the pipe closes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import signal
 import threading
 import time
@@ -39,7 +40,11 @@ log = logging.getLogger(__name__)
 # Shared doubles serve writes and this process reads (multiprocessing.RawArray("d", SHARED_SIZE)).
 QUEUED = 0  # spans serve has accepted and not yet stored
 STORE_DOWN = 1  # 1.0 while serve cannot reach the store
-SHARED_SIZE = 2
+SEALED_WAITING = 2  # segments queued for serve's writer and not yet taken
+SHARED_SIZE = 3
+# How often the process looks whether to hand over its open segment, and reports.
+TICK_S = 0.02
+REPORT_EVERY = 5  # ticks
 # Retry-After for a spool that cannot be written (as ingest.SPOOL_RETRY_AFTER_S).
 SPOOL_RETRY_AFTER_S = 10
 
@@ -75,7 +80,13 @@ class SpoolFront:
         self._shared = shared
         self._slots = IngestSlots(max_wait_s=settings.max_wait_s)
         self._spool = Spool(Path(settings.spool_dir), fsync=settings.spool_fsync)
-        self._lock = threading.Lock()  # the spool, the open batch and the pipe
+        self._lock = threading.Lock()  # the spool and the open batch
+        # Messages go out on a thread of their own: a pipe full while serve is busy must not
+        # hold an acknowledgement (a hand-over happens under `_lock`).
+        self._outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._send_all, name="agenttrail-front-sender", daemon=True)
+        self._sender.start()
+        self.limiter: InFlightBytes | None = None  # the receiver's, for the reports
         self._open: list[DecodedBatch] = []
         self._open_rows = 0
         self._opened_at = 0.0
@@ -152,18 +163,36 @@ class SpoolFront:
         self._send(("sealed", str(segment), combined.accepted, combined.normalized, combined.traces))
 
     def _send(self, message: tuple[Any, ...]) -> None:
-        if self.parent_gone:
-            return
-        try:
-            self._conn.send(message)
-        except OSError:  # serve is gone (killed): stop taking requests
-            self.parent_gone = True
+        self._outbox.put(message)
 
-    def tick(self) -> None:
-        """Hand over a segment open for `flush_interval_s`; report the counters."""
+    def _send_all(self) -> None:
+        while (message := self._outbox.get()) is not None:
+            if self.parent_gone:
+                continue
+            try:
+                self._conn.send(message)
+            except OSError:  # serve is gone (killed): stop taking requests
+                self.parent_gone = True
+
+    def finish(self) -> None:
+        """Send what is queued, then no more."""
+        self._outbox.put(None)
+        self._sender.join(30)
+
+    def tick(self, report: bool = True) -> None:
+        """Hand over a segment open for `flush_interval_s` once serve's writer has nothing else
+        waiting (as the in-process writer cuts its batch when it is free: while it is busy the
+        segment grows, so a slow store gets fewer, larger inserts, not a queue of small ones);
+        report the counters."""
         with self._lock:
-            if self._open and time.monotonic() - self._opened_at >= self._settings.flush_interval_s:
+            if (
+                self._open
+                and time.monotonic() - self._opened_at >= self._settings.flush_interval_s
+                and not self._shared[SEALED_WAITING]
+            ):
                 self._hand_over()
+            if not report:
+                return
             self._send(
                 (
                     "stats",
@@ -172,6 +201,7 @@ class SpoolFront:
                         "open_spans": self._open_rows,
                         "requests_in_progress": self._slots.in_progress,
                         "requests_waiting": self._slots.waiting,
+                        "inflight_bytes": self.limiter.held if self.limiter else 0,
                         "disk_error": self._disk_error or None,
                         "at": time.monotonic(),  # one clock for both processes (CLOCK_MONOTONIC)
                     },
@@ -179,7 +209,7 @@ class SpoolFront:
             )
 
     def close(self) -> None:
-        """Take no more requests; hand over what is spooled."""
+        """Take no more requests; hand over what is spooled (whatever the writer has waiting)."""
         with self._lock:
             self._stopping = True
             self._hand_over()
@@ -232,25 +262,24 @@ def main(settings: FrontSettings, conn: Connection, shared: Any) -> None:
             extra_handlers=(_forwarder(settings.forward_to),) if settings.forward_to else (),
             limiter=InFlightBytes(settings.max_inflight_bytes),
         )
+        front.limiter = receiver.limiter
         receiver.start()
     except (AgentTrailError, OSError) as exc:
         conn.send(("error", str(exc)))
         raise SystemExit(1) from exc
     conn.send(("ready", receiver.address))
-    while not stop.wait(min(settings.flush_interval_s, 0.1)):
-        front.tick()
+    ticks = 0
+    while not stop.wait(min(settings.flush_interval_s, TICK_S)):
+        ticks += 1
+        front.tick(report=ticks % REPORT_EVERY == 0)
         if front.parent_gone or os.getppid() != parent:
             log.error("serve is gone; the receiver process stops (what it acknowledged stays spooled)")
             break
     receiver.stop(0 if front.parent_gone else settings.stop_grace_s)
     front.close()
     front.tick()
-    if not front.parent_gone:
-        try:
-            conn.send(("bye",))
-            conn.close()
-        except OSError:
-            pass
+    front.finish()
+    conn.close()
 
 
 __all__ = ["FrontSettings", "SpoolFront", "main"]

@@ -2,7 +2,7 @@
 
 Serve starts the process (multiprocessing's spawn), queues each segment it hands over for the
 writer (`IngestPipeline.hand_in`), and publishes its backlog and the store's state for it in
-shared memory every 50 ms. When the process dies (killed, crashed), what it spooled and had not
+shared memory every 20 ms. When the process dies (killed, crashed), what it spooled and had not
 handed over moves into serve's spool, where the writer stores it as it stores any segment left
 on disk, and a new process takes the port. At start-up, before the spool is replayed, the same
 happens for what an earlier run's process left.
@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.errors import ConfigError
-from agenttrail.collector.grpc_front import QUEUED, SHARED_SIZE, STORE_DOWN, FrontSettings, main
+from agenttrail.collector.grpc_front import (
+    QUEUED,
+    SEALED_WAITING,
+    SHARED_SIZE,
+    STORE_DOWN,
+    FrontSettings,
+    main,
+)
 from agenttrail.collector.otlp_decode import DecodedBatch
 from agenttrail.collector.spool import Spool
 
@@ -40,13 +47,13 @@ START_TIMEOUT_S = 120.0
 RESTART_DELAY_S = 1.0
 
 
-def adopt_leftovers(spool_dir: Path, keep: Collection[str] = ()) -> int:
+def adopt_leftovers(spool_dir: Path, keep: Collection[str] = ()) -> list[Path]:
     """Move the receiver spool's segments (but `keep`: handed over and queued) into serve's
     spool, where replay or the writer stores them. Only while no receiver process runs."""
     directory = spool_dir / RECEIVER_SPOOL
     if not directory.is_dir():
-        return 0
-    moved = 0
+        return []
+    moved: list[Path] = []
     for segment in Spool(directory).segments():
         if segment.name in keep:
             continue
@@ -54,9 +61,9 @@ def adopt_leftovers(spool_dir: Path, keep: Collection[str] = ()) -> int:
             segment.unlink(missing_ok=True)
             continue
         os.replace(segment, spool_dir / segment.name)
-        moved += 1
+        moved.append(spool_dir / segment.name)
     if moved:
-        log.info("took over %d spool segment(s) the gRPC receiver process left", moved)
+        log.info("took over %d spool segment(s) the gRPC receiver process left", len(moved))
     return moved
 
 
@@ -119,6 +126,7 @@ class GrpcReceiverProcess:
     def _publish(self) -> None:
         self._shared[QUEUED] = float(self._pipeline.queued_rows)
         self._shared[STORE_DOWN] = 1.0 if self._pipeline.store_down else 0.0
+        self._shared[SEALED_WAITING] = float(self._pipeline.sealed_waiting)
 
     def _listen(self) -> None:
         while True:
@@ -128,14 +136,15 @@ class GrpcReceiverProcess:
             try:
                 while True:
                     self._publish()
-                    if conn.poll(0.05):
+                    if conn.poll(0.02):
                         self._handle(conn.recv())
             except (EOFError, OSError):
                 pass
             process.join(30)
             conn.close()
             self._handed = {name for name in self._handed if (self._receiver_dir / name).exists()}
-            adopt_leftovers(self._spool_dir, self._handed)
+            for segment in adopt_leftovers(self._spool_dir, self._handed):
+                self._pipeline.requeue(segment)  # stored now, not when the writer is next idle
             if self._stopping:
                 return
             log.error(

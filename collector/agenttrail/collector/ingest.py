@@ -142,6 +142,7 @@ class IngestPipeline:
         # than about batch_max_rows spans (ClickHouse needs ~3 KiB a span to insert them), so
         # memory stays bounded while the writer falls behind under overload.
         self._sealed: collections.deque[tuple[Path, DecodedBatch]] = collections.deque()
+        self._leftovers: collections.deque[Path] = collections.deque()  # requeue(): stored next
         self._pending_rows = 0  # spans accepted and not yet taken by the writer (open + sealed)
         self._first_pending_at = 0.0
         self._in_flight_rows = 0  # taken by the writer, not yet stored
@@ -236,10 +237,22 @@ class IngestPipeline:
             self.counters.normalized_spans += batch.normalized
             self._cond.notify_all()
 
+    def requeue(self, segment: Path) -> None:
+        """Store a segment found on disk (one the receiver process left when it died) next,
+        re-checked as at replay, rather than when the writer is next idle."""
+        with self._cond:
+            self._leftovers.append(segment)
+            self._cond.notify_all()
+
     @property
     def requests_in_progress(self) -> int:
         """Requests being checked and spooled now (at most the slots)."""
         return self._slots.in_progress
+
+    @property
+    def sealed_waiting(self) -> int:
+        """Sealed segments queued for the writer and not yet taken."""
+        return len(self._sealed)
 
     @property
     def store_down(self) -> bool:
@@ -371,6 +384,11 @@ class IngestPipeline:
             while True:
                 if self._stopping and time.monotonic() >= self._stop_taking_at:
                     return None  # the rest stays spooled; replay() stores it at the next start
+                if self._leftovers:
+                    leftover = self._leftovers.popleft()
+                    if leftover.exists():  # else the idle scan below stored it first
+                        return leftover, None
+                    continue
                 if self._sealed:
                     sealed, combined = self._sealed.popleft()
                     self._in_flight_rows = combined.accepted
