@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from tls_certs import self_signed
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.api.v1.evaluation_pb2_grpc import EvaluationServiceStub
+from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.grpc_process import RECEIVER_SPOOL, adopt_leftovers
 from agenttrail.collector.spool import Spool
 from agenttrail.instrumentation import agent, tool
@@ -232,3 +234,16 @@ def test_disk_full_is_unavailable_and_not_ready(start_sidecar: Any, small_disk: 
     grpc_export(sidecar.grpc_address, one_span(trace, "after"))
     wait_for(lambda: sidecar.health()[0])
     assert stored_names(sidecar, trace) == ["after", "before"]
+
+
+def test_a_port_in_use_stops_serve_with_a_message(start_sidecar: Any) -> None:
+    """The receiver process cannot listen: serve does not start, and says which address and why."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    address = f"127.0.0.1:{taken.getsockname()[1]}"
+    try:
+        with pytest.raises(ConfigError, match=f"cannot listen for OTLP/gRPC on {address}"):
+            start_sidecar(grpc_process=True, grpc=address)
+    finally:
+        taken.close()
