@@ -61,7 +61,7 @@ def sdk_exporting_to(sidecar: Any, service_name: str) -> Iterator[Any]:
 
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True))
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"http://{sidecar.grpc_address}", insecure=True))
     )
     configure(tracer_provider=provider)
     try:

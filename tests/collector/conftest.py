@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,3 +39,22 @@ def collector(
     sidecar.start()
     yield sidecar
     sidecar.stop()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs: a real filesystem that fills up."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        pytest.skip(
+            f"SKIPPED LOUDLY: cannot mount a size-limited tmpfs here ({result.stderr.strip()}); "
+            "test_spool_errors.py's injected-error tests cover the write path"
+        )
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)

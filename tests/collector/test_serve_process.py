@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -53,6 +54,14 @@ def export(address: str, body: bytes) -> None:
         channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(body, timeout=30)
 
 
+def listening(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
@@ -63,10 +72,16 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         process.wait(10)
 
 
-def test_kill_after_ack_loses_nothing(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
-    """Spans acknowledged just before SIGKILL (still only spooled) are stored after a restart."""
+@pytest.mark.parametrize("receiver", ["in-process", "grpc-process"])
+def test_kill_after_ack_loses_nothing(
+    tmp_path: Path, processes: list[subprocess.Popen[str]], receiver: str
+) -> None:
+    """Spans acknowledged just before SIGKILL (still only spooled) are stored after a restart.
+    With the gRPC receiver process, serve's SIGKILL ends it too, and the next serve stores what
+    it had spooled in its own directory."""
     store = tmp_path / "store"
-    first = start_serve(store, "--flush-interval-s", "30", "--batch-max-spans", "100000")
+    extra = ("--grpc-process", "true") if receiver == "grpc-process" else ()
+    first = start_serve(store, "--flush-interval-s", "30", "--batch-max-spans", "100000", *extra)
     processes.append(first)
     info = wait_ready(store, first)
     expected: dict[str, list[str]] = {}
@@ -84,7 +99,13 @@ def test_kill_after_ack_loses_nothing(tmp_path: Path, processes: list[subprocess
         expected[trace] = tools
     os.kill(first.pid, signal.SIGKILL)
     first.wait(10)
-    assert list((store / "spool").glob("segment-*.spool")), "spans should have been only spooled"
+    assert list((store / "spool").rglob("segment-*.spool")), "spans should have been only spooled"
+    if receiver == "grpc-process":  # the orphaned receiver process stops listening by itself
+        host, port = info["grpc"].rsplit(":", 1)
+        deadline = time.monotonic() + 60
+        while listening(host, int(port)):
+            assert time.monotonic() < deadline, "the receiver process outlived serve"
+            time.sleep(0.2)
 
     second = start_serve(store)
     processes.append(second)
@@ -100,7 +121,7 @@ def test_kill_after_ack_loses_nothing(tmp_path: Path, processes: list[subprocess
         }
         time.sleep(0.3)
     assert runs == expected
-    assert not list((store / "spool").glob("segment-*.spool"))
+    assert not list((store / "spool").rglob("segment-*.spool"))
 
 
 def test_one_serve_per_store_and_reads_while_serving(

@@ -6,8 +6,6 @@ from __future__ import annotations
 import errno
 import http.client
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,25 +87,6 @@ def test_a_failed_fsync_is_not_acknowledged(
     assert segment is not None
     assert [request_span_name(record) for record in Spool.read(segment)] == ["kept"]
     pipeline.stop()
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs: a real filesystem that fills up."""
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if result.returncode != 0:
-        pytest.skip(
-            f"SKIPPED LOUDLY: cannot mount a size-limited tmpfs here ({result.stderr.strip()}); "
-            "the injected-error tests above cover the write path"
-        )
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def fill(fd: int) -> None:

@@ -415,7 +415,7 @@ def serve(config_file: str | None, **options: Any) -> None:
         raise cli_error(exc) from exc
     click.echo(
         f"agenttrail serving on {sidecar.location.describe()}: "
-        f"OTLP/gRPC {sidecar.grpc.address if sidecar.grpc else '-'}, "
+        f"OTLP/gRPC {sidecar.grpc_address or '-'}, "
         f"OTLP/HTTP {sidecar.http.address if sidecar.http else '-'}  (Ctrl-C to stop)",
         err=True,
     )

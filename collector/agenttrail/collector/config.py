@@ -110,6 +110,12 @@ SETTINGS: tuple[Setting, ...] = (
         0.005,
         "serve's Python thread switch interval (0.0005: receivers get the GIL sooner; not proven)",
     ),
+    Setting(
+        "grpc_process",
+        BOOL,
+        False,
+        "receive OTLP/gRPC in a process of its own: acks do not wait for serve's Python",
+    ),
     Setting("http_max_connections", POSITIVE_INT, 1024, "open HTTP connections before refusing (503)"),
     Setting("http_header_timeout_s", SECONDS, 10.0, "seconds a client has to send a request head"),
     Setting("http_body_timeout_s", SECONDS, 30.0, "seconds a client has to send a request body"),
@@ -158,6 +164,7 @@ class SidecarConfig:
     health_auth: bool = False
     max_inflight_bytes: int = 16 * 1024 * 1024
     gil_switch_interval_s: float = 0.005
+    grpc_process: bool = False
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
     http_body_timeout_s: float = 30.0

@@ -18,15 +18,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import grpc
 
 from agenttrail.collector.auth import bearer_ok
 from agenttrail.collector.errors import ConfigError, OverloadedError
 from agenttrail.collector.inflight import RETRY_AFTER_S, InFlightBytes
-from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.otlp_decode import FORMAT_PROTOBUF, OtlpDecodeError
+
+if TYPE_CHECKING:
+    from agenttrail.collector.otlp_decode import DecodedBatch
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +53,19 @@ class _StampingPool(ThreadPoolExecutor):
         return super().submit(run)
 
 
+class Acceptor(Protocol):
+    """What checks and spools a request: `ingest.IngestPipeline`, or the receiver process's
+    `grpc_front.SpoolFront`."""
+
+    def accept(
+        self, body: bytes, body_format: int = FORMAT_PROTOBUF, *, waiting_since: float | None = None
+    ) -> DecodedBatch: ...
+
+
 class GrpcReceiver:
     def __init__(
         self,
-        pipeline: IngestPipeline,
+        pipeline: Acceptor,
         address: str,
         *,
         max_body_bytes: int = 64 * 1024 * 1024,
@@ -64,6 +75,7 @@ class GrpcReceiver:
         workers: int = 8,
         extra_handlers: Sequence[grpc.GenericRpcHandler[Any, Any]] = (),
         limiter: InFlightBytes | None = None,
+        serve_otlp: bool = True,
     ) -> None:
         self._pipeline = pipeline
         self._token = bearer_token
@@ -79,8 +91,9 @@ class GrpcReceiver:
         handler = grpc.method_handlers_generic_handler(
             SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
         )
-        # Extensions (e.g. the evaluation API) serve their own services on the same port.
-        self._server.add_generic_rpc_handlers((handler, *extra_handlers))
+        # Extensions (e.g. the evaluation API) serve their own services on the same port. Without
+        # OTLP (`serve_otlp=False`) this is serve's internal port behind the receiver process.
+        self._server.add_generic_rpc_handlers(((handler,) if serve_otlp else ()) + tuple(extra_handlers))
         try:
             if tls_cert and tls_key:
                 credentials = grpc.ssl_server_credentials([(tls_key, tls_cert)])

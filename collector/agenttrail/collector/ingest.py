@@ -40,6 +40,7 @@ from agenttrail.collector.errors import (
     StoreRefused,
     StoreUnavailable,
 )
+from agenttrail.collector.ingest_slots import INGEST_SLOTS, IngestSlots, SlotWaitRefused
 from agenttrail.collector.otlp_decode import (
     FORMAT_JSON,
     FORMAT_PROTOBUF,
@@ -93,11 +94,6 @@ INSERT_BLOCK_SPANS = 8192
 READ_BLOCK_BYTES = 2 * 1024 * 1024
 # Retry-After for a spool that cannot be written: freeing disk space takes an operator.
 SPOOL_RETRY_AFTER_S = 10
-# Requests checked and spooled at once (both receivers). The work is Python under one GIL: more
-# at once only makes each slower, so the rest wait for a slot, each at most `max_wait_s`.
-INGEST_SLOTS = 4
-# Retry-After for a request refused because it would have waited too long: slots free quickly.
-WAIT_RETRY_AFTER_S = 1
 
 
 class IngestPipeline:
@@ -119,12 +115,7 @@ class IngestPipeline:
         slots: int = INGEST_SLOTS,
     ) -> None:
         self._store = store
-        self._max_wait_s = max_wait_s
-        self._slots = threading.BoundedSemaphore(slots)
-        self._slot_count = slots
-        self._waiting = 0  # requests waiting for a slot
-        self._in_progress = 0  # requests holding one
-        self._waiting_lock = threading.Lock()  # not _cond: a stalled spool write holds that
+        self._slots = IngestSlots(slots, max_wait_s)
         self.limits = limits or SpanLimits()
         # The clock window bounds the day partitions one insert touches; ClickHouse's default
         # guard (100) would refuse a batch of old replayed data or a client with a broken clock.
@@ -156,6 +147,7 @@ class IngestPipeline:
         # than about batch_max_rows spans, so a replay or an upload to a server (the segment is
         # the request body) stays bounded while the writer falls behind under overload.
         self._sealed: collections.deque[tuple[Path, DecodedBatch]] = collections.deque()
+        self._leftovers: collections.deque[Path] = collections.deque()  # requeue(): stored next
         self._pending_rows = 0  # spans accepted and not yet taken by the writer (open + sealed)
         self._first_pending_at = 0.0
         self._in_flight_rows = 0  # taken by the writer, not yet stored
@@ -182,33 +174,12 @@ class IngestPipeline:
         is when the receiver had the request: one that cannot start within `max_wait_s` of it
         (every slot busy) is refused with a retry hint before any work, never queued for seconds.
         """
-        waited = 0.0 if waiting_since is None else time.monotonic() - waiting_since
-        with self._waiting_lock:
-            self._waiting += 1
         try:
-            started = waited < self._max_wait_s and self._slots.acquire(timeout=self._max_wait_s - waited)
-        finally:
-            with self._waiting_lock:
-                self._waiting -= 1
-                waiting = self._waiting
-        if not started:
+            return self._slots.run(lambda: self._accept(body, body_format), waiting_since)
+        except SlotWaitRefused:
             self.counters.refused_requests += 1
             self.counters.refused_waits += 1
-            raise OverloadedError(
-                f"the collector could not start on this request within {self._max_wait_s:g} s "
-                f"(ingest_max_wait_s; {self._slot_count} requests in progress, {waiting} more waiting); "
-                "retry later",
-                retry_after_s=WAIT_RETRY_AFTER_S,
-                store_down=False,
-            )
-        with self._waiting_lock:
-            self._in_progress += 1
-        try:
-            return self._accept(body, body_format)
-        finally:
-            with self._waiting_lock:
-                self._in_progress -= 1
-            self._slots.release()
+            raise
 
     def _accept(self, body: bytes, body_format: int) -> DecodedBatch:
         request = parse_json(body) if body_format == FORMAT_JSON else parse_protobuf(body)
@@ -261,10 +232,32 @@ class IngestPipeline:
                 self._cond.notify_all()
         return batch
 
+    def hand_in(self, segment: Path, batch: DecodedBatch) -> None:
+        """Queue a segment another process spooled and sealed (the gRPC receiver process,
+        `grpc_process`): the writer stores it like one of its own, then deletes it."""
+        with self._cond:
+            self._sealed.append((segment, batch))
+            self._pending_rows += batch.accepted
+            self.counters.accepted_spans += batch.accepted
+            self.counters.normalized_spans += batch.normalized
+            self._cond.notify_all()
+
+    def requeue(self, segment: Path) -> None:
+        """Store a segment found on disk (one the receiver process left when it died) next,
+        re-checked as at replay, rather than when the writer is next idle."""
+        with self._cond:
+            self._leftovers.append(segment)
+            self._cond.notify_all()
+
     @property
     def requests_in_progress(self) -> int:
         """Requests being checked and spooled now (at most the slots)."""
-        return self._in_progress
+        return self._slots.in_progress
+
+    @property
+    def sealed_waiting(self) -> int:
+        """Sealed segments queued for the writer and not yet taken."""
+        return len(self._sealed)
 
     @property
     def store_down(self) -> bool:
@@ -294,8 +287,8 @@ class IngestPipeline:
             "backlog": {
                 "queued_spans": self.queued_rows,
                 "spool_segments": len(self._spool.segments()),
-                "requests_in_progress": self._in_progress,
-                "requests_waiting": self._waiting,
+                "requests_in_progress": self._slots.in_progress,
+                "requests_waiting": self._slots.waiting,
             },
             "quarantine": {
                 "records": len(entries),
@@ -396,6 +389,11 @@ class IngestPipeline:
             while True:
                 if self._stopping and time.monotonic() >= self._stop_taking_at:
                     return None  # the rest stays spooled; replay() stores it at the next start
+                if self._leftovers:
+                    leftover = self._leftovers.popleft()
+                    if leftover.exists():  # else the idle scan below stored it first
+                        return leftover, None
+                    continue
                 if self._sealed:
                     sealed, combined = self._sealed.popleft()
                     self._in_flight_rows = combined.accepted

@@ -20,6 +20,7 @@ from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreError
+from agenttrail.collector.grpc_process import RECEIVER_SPOOL, GrpcReceiverProcess, adopt_leftovers
 from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
@@ -77,7 +78,10 @@ class Sidecar:
         self.store: Store | None = None
         self.pipeline: IngestPipeline | None = None
         self.assembler: Assembler | None = None
+        # In-process OTLP/gRPC receiver; with `grpc_process` only serve's internal port for the
+        # other gRPC services (the evaluation API), which the receiver process forwards to.
         self.grpc: GrpcReceiver | None = None
+        self.grpc_process: GrpcReceiverProcess | None = None
         self.http: HttpReceiver | None = None
         self.workers: list[Worker] = []
         self._read_routes: dict[str, ReadRoute] = {}
@@ -182,6 +186,7 @@ class Sidecar:
             on_stored=self.assembler.notify,
             limits=SpanLimits(max_age_days=config.span_max_age_days, max_future_s=config.span_max_future_s),
         )
+        adopt_leftovers(self.spool_dir())  # an earlier run's receiver process left them
         self.pipeline.replay()
         self.assembler.recover()
         self.pipeline.start()
@@ -195,16 +200,19 @@ class Sidecar:
         # One in-flight byte budget for both receivers: memory stays bounded under overload.
         limiter = InFlightBytes(config.max_inflight_bytes)
         key = Path(config.tls_key).read_bytes() if config.tls_key else None
-        self.grpc = GrpcReceiver(
-            self.pipeline,
-            config.grpc,
-            max_body_bytes=config.max_body_bytes,
-            bearer_token=config.bearer_token,
-            tls_cert=cert,
-            tls_key=key,
-            extra_handlers=self._grpc_handlers,
-            limiter=limiter,
-        )
+        if config.grpc_process:
+            self._start_grpc_process(config, limiter)
+        else:
+            self.grpc = GrpcReceiver(
+                self.pipeline,
+                config.grpc,
+                max_body_bytes=config.max_body_bytes,
+                bearer_token=config.bearer_token,
+                tls_cert=cert,
+                tls_key=key,
+                extra_handlers=self._grpc_handlers,
+                limiter=limiter,
+            )
         self.http = HttpReceiver(
             self.pipeline,
             config.http,
@@ -229,16 +237,63 @@ class Sidecar:
             self.http.mount(prefix, app)
         for worker in self.workers:
             worker.start()
-        self.grpc.start()
+        if self.grpc is not None:
+            self.grpc.start()  # before the receiver process: it forwards to this port
+        if self.grpc_process is not None:
+            self.grpc_process.start()
         self.http.start()
         if self._lock is not None:
-            self._lock.update({"http": self.http.address, "grpc": self.grpc.address})
+            self._lock.update({"http": self.http.address, "grpc": self.grpc_address})
         log.info(
-            "agenttrail collector on %s: OTLP/gRPC %s, OTLP/HTTP %s",
+            "agenttrail collector on %s: OTLP/gRPC %s%s, OTLP/HTTP %s",
             self.location.describe(),
-            self.grpc.address,
+            self.grpc_address,
+            " (receiver process)" if self.grpc_process else "",
             self.http.address,
         )
+
+    def _start_grpc_process(self, config: SidecarConfig, limiter: InFlightBytes) -> None:
+        """OTLP/gRPC in a process of its own; the other gRPC services on an internal port
+        (both started with the other receivers)."""
+        from agenttrail.collector.grpc_front import FrontSettings
+
+        assert self.pipeline is not None
+        if self._grpc_handlers:
+            self.grpc = GrpcReceiver(
+                self.pipeline,
+                "127.0.0.1:0",
+                bearer_token=config.bearer_token,
+                extra_handlers=self._grpc_handlers,
+                limiter=limiter,
+                serve_otlp=False,
+            )
+        self.grpc_process = GrpcReceiverProcess(
+            self.pipeline,
+            FrontSettings(
+                address=config.grpc,
+                spool_dir=str(self.spool_dir() / RECEIVER_SPOOL),
+                limits=self.pipeline.limits,
+                batch_max_rows=config.batch_max_spans,
+                flush_interval_s=config.flush_interval_s,
+                max_queue_rows=config.max_queue_spans,
+                spool_fsync=config.spool_fsync,
+                max_wait_s=config.ingest_max_wait_s,
+                max_body_bytes=config.max_body_bytes,
+                max_inflight_bytes=config.max_inflight_bytes,
+                bearer_token=config.bearer_token,
+                tls_cert=config.tls_cert,
+                tls_key=config.tls_key,
+                forward_to=self.grpc.address if self.grpc is not None else None,
+                log_level=logging.getLogger("agenttrail").getEffectiveLevel(),
+            ),
+        )
+
+    @property
+    def grpc_address(self) -> str | None:
+        """Where agents send OTLP/gRPC."""
+        if self.grpc_process is not None:
+            return self.grpc_process.address
+        return self.grpc.address if self.grpc is not None else None
 
     def liveness(self) -> tuple[bool, dict[str, Any]]:
         """Whether the process and its workers run (`/livez`); the store's state is readiness."""
@@ -251,7 +306,8 @@ class Sidecar:
         store_down = self.pipeline.store_down if self.pipeline else True
         detail: dict[str, Any] = {
             "store": "down" if store_down else "ok",
-            "queued_spans": self.pipeline.queued_rows if self.pipeline else 0,
+            "queued_spans": (self.pipeline.queued_rows if self.pipeline else 0)
+            + (self.grpc_process.open_spans if self.grpc_process else 0),
             "inflight_bytes": self.http.limiter.held if self.http else 0,
             "stored_spans": self.pipeline.counters.stored_spans if self.pipeline else 0,
             "rejected_spans": self.pipeline.counters.rejected_spans if self.pipeline else 0,
@@ -262,6 +318,16 @@ class Sidecar:
         if self.pipeline is not None:
             # Store reachability, writer backlog, quarantine and disk, each on its own.
             ready, detail["ingest"] = self.pipeline.readiness()
+        if self.grpc_process is not None:
+            stats = dict(self.grpc_process.stats)
+            detail["rejected_spans"] += int(stats.get("rejected_spans", 0))
+            detail["grpc_receiver_process"] = {
+                "alive": self.grpc_process.alive(),
+                "restarts": self.grpc_process.restarts,
+                **stats,
+            }
+            if stats.get("disk_error"):
+                ready = False  # it cannot write its spool: gRPC clients get UNAVAILABLE
         for key, describe in self.health_details.items():
             detail[key] = describe()
         return not dead and not store_down and ready, detail
@@ -287,6 +353,8 @@ class Sidecar:
             for name, part in (("writer", self.pipeline), ("assembler", self.assembler), ("http", self.http))
             if part and not part.alive()
         ]
+        if self.grpc_process is not None and not self.grpc_process.alive():
+            dead.append(self.grpc_process.name)
         return dead + [worker.name for worker in self.workers if not worker.alive()]
 
     def wait_until_assembled(self, timeout_s: float = 60.0) -> bool:
@@ -294,12 +362,24 @@ class Sidecar:
         assert self.pipeline is not None, "start() first"
         assert self.assembler is not None, "start() first"
         deadline = time.monotonic() + timeout_s
-        if not self.pipeline.flush(timeout_s):
+        if not self.flush(timeout_s):
             return False
         return self.assembler.wait_idle(max(0.0, deadline - time.monotonic()))
 
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Store everything acknowledged so far (the receiver process's too). True if it was
+        within the timeout."""
+        assert self.pipeline is not None, "start() first"
+        deadline = time.monotonic() + timeout_s
+        if self.grpc_process is not None and not self.grpc_process.flush(timeout_s):
+            return False
+        return self.pipeline.flush(max(0.0, deadline - time.monotonic()))
+
     def stop(self) -> None:
         """Stop accepting, store what was accepted, stop workers; safe to call twice."""
+        if self.grpc_process is not None:
+            self.grpc_process.stop()  # hands over what it spooled before the writer stops
+            self.grpc_process = None
         if self.grpc is not None:
             self.grpc.stop()
             self.grpc = None

@@ -190,14 +190,13 @@ def run_demo(
     sidecar.start()
     demo_start = datetime.now(UTC) - timedelta(seconds=1)
     try:
-        assert sidecar.grpc is not None
-        out(f"  OTLP/gRPC {sidecar.grpc.address}; running the example support agent {runs} times")
+        grpc_address = sidecar.grpc_address
+        assert grpc_address is not None
+        out(f"  OTLP/gRPC {grpc_address}; running the example support agent {runs} times")
         assert sidecar.store is not None
         store_reference_set(sidecar.store, parse_reference_set(demo_agent.REFERENCES), source="demo")
         out(f"  loaded reference trajectories for tasks: {', '.join(sorted(demo_agent.REFERENCES))}")
-        configure(
-            service_name="demo-support-agent", endpoint=f"http://{sidecar.grpc.address}", protocol="grpc"
-        )
+        configure(service_name="demo-support-agent", endpoint=f"http://{grpc_address}", protocol="grpc")
         demo_agent.seed(seed)
         rng = random.Random(seed)
         started = time.monotonic()
