@@ -1,5 +1,7 @@
-"""One insert holds about `batch_max_rows` spans, however far the writer falls behind: ClickHouse
-needs ~3 KiB a span to insert them, so an insert of the whole queue (200k spans) took 650 MiB."""
+"""One insert reads about `batch_max_rows` spans, however far the writer falls behind, and
+writes them a part of `insert_block_rows` spans at a time: an insert of the whole queue (200k
+spans) in one part once took 650 MiB, and a segment's memory is bounded by its blocks, not its
+size (so the default segment can be large enough to spread each insert's fixed cost)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from otlp_builders import SpanSpec, new_span_id, new_trace_id, request
 
 from agenttrail.collector import ingest
+from agenttrail.collector.config import COLLECTOR, SidecarConfig
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.spool import Spool
 
@@ -36,6 +39,12 @@ def test_the_spool_is_cut_into_segments_of_batch_max_rows_while_the_writer_is_be
     assert pipeline._spool.segments() == []
     assert pipeline.counters.stored_spans == 300
     pipeline.stop()
+
+
+def test_the_sidecar_cuts_segments_at_the_pipelines_default_batch() -> None:
+    """The config's default (and so `serve`'s) is the pipeline's own, not a second number."""
+    [setting] = [setting for setting in COLLECTOR.settings if setting.name == "batch_max_spans"]
+    assert SidecarConfig().batch_max_spans == setting.default == ingest.BATCH_MAX_SPANS
 
 
 @pytest.mark.timeout(300)

@@ -58,7 +58,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("max_body_bytes", POSITIVE_INT, 64 * 1024 * 1024, "request body limit after decompression"),
     Setting("max_queue_spans", POSITIVE_INT, 200_000, "spans queued for storage before refusing (429/503)"),
-    Setting("batch_max_spans", POSITIVE_INT, 20_000, "spans per ClickHouse insert"),
+    Setting("batch_max_spans", POSITIVE_INT, 50_000, "spans per ClickHouse insert (at most)"),
     Setting(
         "insert_block_spans",
         POSITIVE_INT,
@@ -143,7 +143,7 @@ class SidecarConfig:
     idle_timeout_s: float = 30.0
     max_body_bytes: int = 64 * 1024 * 1024
     max_queue_spans: int = 200_000
-    batch_max_spans: int = 20_000
+    batch_max_spans: int = 50_000  # ingest.BATCH_MAX_SPANS
     insert_block_spans: int = 8192
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
     engine_dirty_decay_ms: int = 1000

@@ -79,6 +79,11 @@ class IngestCounters:
     refused_waits: int = 0  # of refused_requests: would have waited past max_wait_s for a slot
 
 
+# Spans at most in one spool segment, so in one insert. Each insert pays ~0.1 CPU-s of query
+# analysis and start-up whatever its size, and its memory is bounded by the blocks below, not by
+# the segment: 20,000 spans a segment cost ~30% more CPU per span than 50,000 while the writer
+# is behind (docs/performance.md, "Ingest: where an insert's CPU goes").
+BATCH_MAX_SPANS = 50_000
 # How often a segment the store refuses (on both paths) is tried whole before it is split.
 REFUSED_TRIES = 3
 # Spans ClickHouse writes as one part when it decodes a spool segment: an insert's memory grows
@@ -101,7 +106,7 @@ class IngestPipeline:
         store: Store,
         spool_dir: Path,
         *,
-        batch_max_rows: int = 20_000,
+        batch_max_rows: int = BATCH_MAX_SPANS,
         flush_interval_s: float = 0.2,
         max_queue_rows: int = 200_000,
         spool_fsync: bool = False,
@@ -147,9 +152,9 @@ class IngestPipeline:
         self._cond = threading.Condition()
         self._pending: list[DecodedBatch] = []  # the open spool segment's requests
         self._open_rows = 0  # their spans
-        # Segments sealed at batch_max_rows, waiting for the writer: one insert never holds more
-        # than about batch_max_rows spans (ClickHouse needs ~3 KiB a span to insert them), so
-        # memory stays bounded while the writer falls behind under overload.
+        # Segments sealed at batch_max_rows, waiting for the writer: one insert never reads more
+        # than about batch_max_rows spans, so a replay or an upload to a server (the segment is
+        # the request body) stays bounded while the writer falls behind under overload.
         self._sealed: collections.deque[tuple[Path, DecodedBatch]] = collections.deque()
         self._pending_rows = 0  # spans accepted and not yet taken by the writer (open + sealed)
         self._first_pending_at = 0.0
