@@ -37,6 +37,7 @@ from agenttrail.evaluators.monitoring.drift import (
     compare,
     load_windows,
 )
+from agenttrail.evaluators.monitoring.hourly import HourlyRollup
 
 from . import drift_reference as reference
 from .synthetic import Run, store_runs
@@ -49,7 +50,8 @@ METRICS = ("failure_rate", "latency", "trajectory_length", "tool_distribution", 
 @pytest.fixture(scope="module")
 def histories(chdb_dir: Path) -> Iterator[tuple[Store, float]]:
     """A database of the module's own with a random history of 600 runs over 5 hours, changed
-    in 4 inserts (built once: the questions vary, not the data)."""
+    in 4 inserts, then rolled up per hour (built once: the questions vary,
+    not the data)."""
     name = f"test_drift_sampling_{uuid.uuid4().hex[:8]}"
     store = Store(parse_store(str(chdb_dir), name))
     try:
@@ -58,6 +60,8 @@ def histories(chdb_dir: Path) -> Iterator[tuple[Store, float]]:
         history = History(store, random.Random(14), base, count=600)
         for _ in range(4):
             history.step(changes=80)
+        # The counts of whole hours come from runs_by_hour (test_drift_counts.py changes some after).
+        HourlyRollup(lambda: store).run_once()
         yield store, base
     finally:
         store.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")

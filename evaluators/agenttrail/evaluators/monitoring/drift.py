@@ -34,6 +34,7 @@ from agenttrail.collector.queries import QueryError, iso_utc, parse_time
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.monitoring import significance, sources
 from agenttrail.evaluators.monitoring.changepoint import ChangePoint, detect_change, detect_rate_change
+from agenttrail.evaluators.monitoring.drift_counts import window_counts
 from agenttrail.evaluators.monitoring.rollups import SAMPLE_LIMIT
 from agenttrail.evaluators.monitoring.sources import (
     RUN_METRICS,
@@ -489,7 +490,7 @@ def load_windows(
     """Per agent, its (baseline, recent) samples: each window's runs, or a sample of
     `max_samples` of them picked by run-id hash, with their values in time order.
 
-    The first query counts each window's runs, which sets the hash limit of its sample; the
+    The first query counts each window's runs (drift_counts.py), which sets the hash limit of its sample; the
     others read only the runs and scores under those limits. The limits are conditions on the
     rollups' sorting key (the run's ids, its agent and start; for scores, the window's largest
     limit), so they filter before FINAL: FINAL de-duplicates the sample only, not the period.
@@ -520,11 +521,12 @@ def load_windows(
 
     by_version = query.baseline.version is not None
     run_window = _window_sql("Start", "AgentVersion = {version:String}", by_version)
-    in_span = _between("Start", "span_start", "span_end")
-    counts = store.query(
-        runs_sql([*filters, in_span, f"({run_window}) >= 0"], f"Agent, {run_window} AS w, count()")
-        + " GROUP BY Agent, w",
+    # Exact counts, whole hours from the hourly rollups where they still match (drift_counts.py).
+    counts = window_counts(
+        store,
+        filters,
         params,
+        lambda start: _window_sql(start, "AgentVersion = {version:String}", by_version),
     )
     if any(n >= settings.min_samples for _, _, n in counts):
         significance.warm_up()  # tests will run: their import overlaps the reads below

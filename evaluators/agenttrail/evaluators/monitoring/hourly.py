@@ -309,11 +309,19 @@ def fingerprints(store: Store, first: int, last: int) -> dict[int, Fingerprint]:
     """The fingerprint of every hour with rows in [first, last) (Unix seconds, whole hours)."""
     params = {"first": f"{first}.000000", "last": f"{last}.000000"}
     found: dict[int, list[int]] = {}
-    for hour, rows, digest in store.query(_RUN_FINGERPRINTS, params):
-        found.setdefault(int(hour), [0, 0, 0, 0])[0:2] = [int(rows), int(digest)]
+    for hour, (rows, digest) in run_fingerprints(store, first, last).items():
+        found.setdefault(hour, [0, 0, 0, 0])[0:2] = [rows, digest]
     for hour, rows, digest in store.query(_SCORE_FINGERPRINTS, params):
         found.setdefault(int(hour), [0, 0, 0, 0])[2:4] = [int(rows), int(digest)]
     return {hour: Fingerprint(*values) for hour, values in found.items()}
+
+
+def run_fingerprints(store: Store, first: int, last: int) -> dict[int, tuple[int, int]]:
+    """The runs' part of `fingerprints`: hour -> (rows, hash sum) of runs_by_start."""
+    params = {"first": f"{first}.000000", "last": f"{last}.000000"}
+    return {
+        int(hour): (int(rows), int(digest)) for hour, rows, digest in store.query(_RUN_FINGERPRINTS, params)
+    }
 
 
 def stored_points(store: Store, first: int, last: int) -> dict[int, Point]:
@@ -345,6 +353,23 @@ def fresh_hours(store: Store, first: int, last: int) -> dict[int, Point]:
         return {}
     now = fingerprints(store, first, last)
     return {hour: point for hour, point in points.items() if now.get(hour) == point.mark}
+
+
+def fresh_run_hours(store: Store, first: int, last: int) -> dict[int, Point]:
+    """The hours in [first, last) whose `runs_by_hour` rows match their runs now: the runs'
+    fingerprint alone (runs_by_hour is aggregated from the runs only), so an hour whose scores
+    changed since still counts its runs from the rollup."""
+    if last <= first:
+        return {}
+    points = stored_points(store, first, last)
+    if not points:
+        return {}
+    now = run_fingerprints(store, first, last)
+    return {
+        hour: point
+        for hour, point in points.items()
+        if now.get(hour, (0, 0)) == (point.mark.run_rows, point.mark.run_hash)
+    }
 
 
 def whole_hours(since: float, until: float) -> tuple[int, int]:
