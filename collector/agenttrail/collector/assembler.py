@@ -52,6 +52,8 @@ SQL_MIN_TRACES = 256
 ASSEMBLY_MAX_MEMORY = 256 * 1024 * 1024
 # Chunks assembled within the limit before the chunk size doubles back towards its maximum.
 _GROW_AFTER = 8
+# Most traces per assembly statement (Assembler's max_traces_per_query).
+MAX_TRACES_PER_QUERY = 4000
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
        Duration, StatusCode, StatusMessage,
@@ -107,6 +109,13 @@ class _Pending:
     has_agent: bool
 
 
+def even_chunk(remaining: int, most: int) -> int:
+    """The size of the next chunk when `remaining` traces are due, at most `most` a chunk: as
+    few chunks as that allows, of even sizes (1,001 due: one chunk, not 1,000 and then 1)."""
+    chunks = -(-remaining // max(most, 1))
+    return -(-remaining // chunks) if chunks else 0
+
+
 def _ts6(seconds: float) -> str:
     return f"{seconds:.6f}"
 
@@ -153,11 +162,12 @@ class Assembler(BackgroundLoop):
         quiet_period_s: float = 2.0,
         idle_timeout_s: float = 30.0,
         poll_interval_s: float = 0.1,
-        # Traces per assembly query. Larger chunks spread the SQL path's fixed ~0.15-0.2 CPU-s of
-        # query analysis further (4,000: 4,163 runs/s in bench_assembly, 1,000: 2,382), but its
-        # memory grows with the chunk: under 4x overload (bench_overload) the sidecar's RSS peaked
-        # at 4.6x idle with 4,000 and 3.6x with 1,000 (2.95x before the SQL path).
-        max_traces_per_query: int = 1000,
+        # Most traces per assembly query. What is due is assembled in as few chunks as this
+        # allows, split evenly, so chunks grow with the backlog: the SQL path costs ~0.2 CPU-s a
+        # statement whatever its size (chunks of 4,000: ~5,000 runs per CPU-second in
+        # bench_assembly, of 1,000: ~2,400). Its memory grows with the chunk too, which
+        # max_query_memory bounds.
+        max_traces_per_query: int = MAX_TRACES_PER_QUERY,
         recovery_lookback_s: int = 86_400,
         sql_assembly: bool = True,
         sql_min_traces: int = SQL_MIN_TRACES,
@@ -274,7 +284,8 @@ class Assembler(BackgroundLoop):
             while start < len(ids):
                 if self.stopping:
                     break  # the rest stays pending; after a restart, recover() finds it again
-                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + self.chunk_size]}
+                size = even_chunk(len(ids) - start, self.chunk_size)
+                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + size]}
                 start += len(chunk)
                 written += self._assemble_isolating_failures(chunk)
                 with self._lock:
@@ -344,7 +355,8 @@ class Assembler(BackgroundLoop):
             return self._assemble_within_memory(dict(items[:half])) + self._assemble_within_memory(
                 dict(items[half:])
             )
-        if len(chunk) >= self.chunk_size and self.chunk_size < self._chunk:
+        # Chunks are split evenly, so one above half the size in use tested that size.
+        if 2 * len(chunk) > self.chunk_size and self.chunk_size < self._chunk:
             self._fitted += 1
             if self._fitted >= _GROW_AFTER:
                 self.chunk_size, self._fitted = min(self._chunk, 2 * self.chunk_size), 0
