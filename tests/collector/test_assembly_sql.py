@@ -526,3 +526,22 @@ def test_even_chunks_cover_what_is_due_in_as_few_chunks_as_the_size_allows(due: 
     assert all(0 < size <= most for size in sizes)
     assert len(sizes) == -(-due // most)
     assert max(sizes, default=0) - min(sizes, default=0) <= 1
+
+
+@pytest.mark.parametrize("where", [(0, "input.value"), (0, "output.value"), (2, "gen_ai.tool.call.result")])
+def test_texts_read_differently_by_python_and_clickhouse_send_the_trace_to_build_runs(
+    store: Any, where: tuple[int, str]
+) -> None:
+    """Each of the `unsafe` JSON checks holds on its own: an odd text in any one of the run's
+    input, output or a tool's result leaves the trace to build_runs (the random traces above
+    rarely put one in exactly one place)."""
+    index, key = where
+    traces = []
+    for text in _ODD_TEXTS:
+        spans = plain_trace()
+        spans[index] = replace(spans[index], attributes={**spans[index].attributes, key: text})
+        traces.append(spans)
+    pairs, plain_runs = assemble_both(store, traces)
+    assert plain_runs == 0
+    for by_sql, by_python in pairs:
+        assert by_sql == by_python
