@@ -68,6 +68,13 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     assert "FROM traces.trajectories_stored" in joined
     assert "traces.trajectories_stored ON CLUSTER prod AS SELECT * FROM traces.trajectories_local" in joined
     assert re.search(r"INSERT INTO traces\.runs_by_start .* FROM traces\.trajectories FINAL", joined)
+    # ... and so do their hash samples' views, which read each node's rollups
+    assert re.search(
+        r"TO traces\.scores_by_start_sample_local\s+AS SELECT .* FROM traces\.scores_by_start_local WHERE",
+        joined,
+    )
+    assert re.search(r"INSERT INTO traces\.runs_by_start_sample .* FROM traces\.runs_by_start FINAL", joined)
+    assert "Distributed(prod, traces, runs_by_start_sample_local, cityHash64(TraceId))" in joined
     # projections and storage settings exist on the MergeTree tables only, not the Distributed ones
     storage_alters = re.findall(
         r"ALTER TABLE (\S+) ON CLUSTER prod (?:MODIFY SETTING|RESET SETTING|\w+ PROJECTION)", joined
@@ -132,9 +139,11 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     removes it."""
     migrate(store, tuple(all_migrations()))
     first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
-    assert len(first) == 12  # 7, and the hourly rollups and their pointers
+    assert len(first) == 14  # 7, the rollups' hash samples, the hourly rollups and their pointers
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_hour")[0]
     assert "TTL toDateTime(Hour) + toIntervalDay(30)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE runs_by_start_sample")[0]
+    assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
     assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE trajectories")[0]
@@ -149,6 +158,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
         "ALTER TABLE scores REMOVE TTL",
         "ALTER TABLE evaluation_decisions REMOVE TTL",
         "ALTER TABLE scores_by_start REMOVE TTL",
+        "ALTER TABLE scores_by_start_sample REMOVE TTL",
         "ALTER TABLE scores_by_hour REMOVE TTL",
         "ALTER TABLE lowest_by_hour REMOVE TTL",
     ]

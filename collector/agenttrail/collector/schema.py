@@ -360,6 +360,8 @@ RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
     # The monitoring rollups age with the rows they copy (evaluators/monitoring/rollups.py).
     ("runs_by_start", "Start", "trajectories"),
     ("scores_by_start", "RunStart", "scores"),
+    ("runs_by_start_sample", "Start", "trajectories"),
+    ("scores_by_start_sample", "RunStart", "scores"),
     # ... and so do their per-hour rollups (evaluators/monitoring/hourly.py).
     ("runs_by_hour", "Hour", "trajectories"),
     ("scores_by_hour", "Hour", "scores"),

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # whichever runs first), `agenttrail schema` prints it. A new wing's list is added here.
 ALL_MIGRATIONS: Final[tuple[Migration, ...]] = combine(
     MIGRATIONS,  # collector: spans, arrivals, trajectories
-    EVALUATOR_MIGRATIONS,  # scoring 100, judges 110, monitoring rollups 116
+    EVALUATOR_MIGRATIONS,  # scoring 100, judges 110, monitoring rollups 116-119
     CRITERIA_MIGRATIONS,  # 115
     MONITORING_MIGRATIONS,  # drift events 120
     ALERT_MIGRATIONS,  # 130

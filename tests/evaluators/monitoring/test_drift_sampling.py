@@ -39,6 +39,7 @@ from agenttrail.evaluators.monitoring.drift import (
 )
 
 from . import drift_reference as reference
+from .synthetic import Run, store_runs
 from .test_rollups import History, reading
 
 HOUR = 3600
@@ -147,6 +148,25 @@ def test_a_metric_two_versions_scored_takes_each_runs_latest_score(
         fast = load_windows(store, query, drift_settings)
         slow = reference.reference_windows(store, query, drift_settings)
     assert as_lists(fast) == as_lists(slow)
+
+
+def test_scores_sharing_a_start_are_ordered_by_their_runs_ids(rollup_store: Store) -> None:
+    """Scores are sorted by start alone unless two of a window share one; then by the run's
+    ids too, as the reference does (here the run with the smaller trace id has the larger
+    score, so an order by start and score would differ in every pair)."""
+    base = (time.time() // HOUR - 3) * HOUR
+    runs = []
+    for index in range(40):
+        start = base + (index // 2) * 60 + (HOUR if index >= 20 else 0)
+        trace_id = f"{index // 2:04x}{'a' if index % 2 else 'b'}{uuid.uuid4().hex[:27]}"
+        score = 0.9 if index % 2 else 0.1  # 'a...' (smaller) scores higher
+        runs.append(Run(start=start, trace_id=trace_id, scores={"trajectory_precision": score}))
+    store_runs(rollup_store, runs)
+    query = DriftQuery(recent_s=HOUR, baseline=Baseline(rolling_s=HOUR), now=at(base + 2 * HOUR))
+    fast = load_windows(rollup_store, query, DriftSettings())
+    slow = reference.reference_windows(rollup_store, query, DriftSettings())
+    assert as_lists(fast) == as_lists(slow)
+    assert fast["bot"][1].values["trajectory_precision"].tolist() == [0.9, 0.1] * 10
 
 
 def test_the_history_samples_and_splits_windows(histories: tuple[Store, float]) -> None:

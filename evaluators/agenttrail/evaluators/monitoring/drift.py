@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,8 +32,9 @@ from numpy.typing import NDArray
 
 from agenttrail.collector.queries import QueryError, iso_utc, parse_time
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring import significance
+from agenttrail.evaluators.monitoring import significance, sources
 from agenttrail.evaluators.monitoring.changepoint import ChangePoint, detect_change, detect_rate_change
+from agenttrail.evaluators.monitoring.rollups import SAMPLE_LIMIT
 from agenttrail.evaluators.monitoring.sources import (
     RUN_METRICS,
     filter_clauses,
@@ -492,6 +493,9 @@ def load_windows(
     others read only the runs and scores under those limits. The limits are conditions on the
     rollups' sorting key (the run's ids, its agent and start; for scores, the window's largest
     limit), so they filter before FINAL: FINAL de-duplicates the sample only, not the period.
+    A window whose limits are at most `rollups.SAMPLE_LIMIT` is read from the rollups' hash
+    sample tables, which hold a quarter of the runs (a hash sample is spread over every granule
+    of a time-sorted table; there it reads a quarter of them). The same runs either way.
     """
     recent_start, recent_end = query.recent_window()
     baseline_start, baseline_end = query.baseline_window()
@@ -537,22 +541,29 @@ def load_windows(
         keep_recent=max(limits[1], default=0),
     )
     keep = f"{_RUN_HASH} <= if(w = 1, {_limit('recent')}, {_limit('baseline')})"
-    # Before FINAL, on the sorting key: a run under its agent's limit for a window its start
-    # is in. It keeps every run `keep` keeps (a run's window needs its start in that window).
-    in_recent, in_baseline = (_between("Start", f"{w}_start", f"{w}_end") for w in ("recent", "baseline"))
-    run_sample = (
-        f"{_RUN_HASH} <= greatest(if({in_recent}, {_limit('recent')}, 0), "
-        f"if({in_baseline}, {_limit('baseline')}, 0))"
-    )
+    parts = _parts(limits)
+    # Per part (the windows read from one table): before FINAL, on the sorting key, a run under
+    # its agent's limit for a window of the part its start is in. It keeps every run `keep`
+    # keeps (a run's window needs its start in that window).
+    run_parts = []
+    for tables, part in parts:
+        run_sample = f"{_RUN_HASH} <= " + _greatest(
+            f"if({_between('Start', f'{_WINDOWS[w]}_start', f'{_WINDOWS[w]}_end')}, {_limit(_WINDOWS[w])}, 0)"
+            for w in part
+        )
+        columns = (
+            f"Agent, {run_window} AS w, Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount, ToolNames"
+        )
+        where = [*filters, _part_span("Start", part), _in_part(part), keep]
+        run_parts.append(runs_sql(where, columns, prewhere=[run_sample], tables=tables))
     # One row per (agent, window): its runs' values in time order and its tool-call counts, built
     # in ClickHouse (a row per run into Python cost more than the tests that follow).
-    columns = f"Agent, {run_window} AS w, Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount, ToolNames"
     per_window = (
         "SELECT Agent, w, length(runs), arrayMap(r -> toFloat64(r.4), runs), arrayMap(r -> r.5, runs), "
         "arrayMap(r -> toFloat64(r.6), runs), tools.1, tools.2 FROM ("
         "SELECT Agent, w, arraySort(groupArray((Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount))) "
         "AS runs, sumMap(ToolNames, arrayMap(name -> toUInt64(1), ToolNames)) AS tools "
-        f"FROM ({runs_sql([*filters, in_span, 'w >= 0', keep], columns, prewhere=[run_sample])}) "
+        f"FROM ({' UNION ALL '.join(run_parts)}) "
         "GROUP BY Agent, w)"
     )
     for agent, window, count, failures, latencies, lengths, names, calls in store.query(per_window, params):
@@ -564,11 +575,40 @@ def load_windows(
         target.tools = Counter(dict(zip(names, (int(c) for c in calls), strict=True)))
 
     if not query.metrics or set(query.metrics) - set(RUN_DRIFT_METRICS):
-        _load_scores(store, query, filters, params, keep, samples)
+        _load_scores(store, query, filters, params, keep, parts, samples)
     return windows
 
 
 _RUN_HASH = "cityHash64(TraceId, RootSpanId)"
+_WINDOWS = ("baseline", "recent")  # by window index
+
+
+def _parts(limits: list[list[int]]) -> list[tuple[sources.Tables, tuple[int, ...]]]:
+    """The windows read from the hash sample tables (rollups.py: every run with a hash at most
+    SAMPLE_LIMIT) and those read from the whole tables: a window whose agents' limits are all
+    at most SAMPLE_LIMIT has its whole sample in the sample tables, a quarter of the rows."""
+    source = sources.SOURCE
+    if source.runs_sample is None:
+        return [(source, (0, 1))]
+    small = tuple(w for w in (0, 1) if max(limits[w], default=0) <= SAMPLE_LIMIT)
+    large = tuple(w for w in (0, 1) if w not in small)
+    return [(tables, part) for tables, part in ((source.sampled(), small), (source, large)) if part]
+
+
+def _part_span(column: str, part: tuple[int, ...]) -> str:
+    """The part's windows as a plain range of `column` (what the rollups read)."""
+    if len(part) == 2:
+        return _between(column, "span_start", "span_end")
+    return _between(column, f"{_WINDOWS[part[0]]}_start", f"{_WINDOWS[part[0]]}_end")
+
+
+def _in_part(part: tuple[int, ...]) -> str:
+    return "w >= 0" if len(part) == 2 else f"w = {part[0]}"
+
+
+def _greatest(expressions: Iterable[str]) -> str:
+    listed = list(expressions)
+    return listed[0] if len(listed) == 1 else f"greatest({', '.join(listed)})"
 
 
 def _limit(window: str) -> str:
@@ -600,36 +640,65 @@ def _load_scores(
     filters: list[str],
     params: dict[str, Any],
     keep: str,
+    parts: list[tuple[sources.Tables, tuple[int, ...]]],
     samples: Any,
 ) -> None:
     # A score's window and limit depend on its agent, which is not in the scores rollup's key:
-    # before FINAL, each window's largest limit, and in the version's runs, the larger one.
-    largest = f"{_RUN_HASH} <= greatest({{keep_baseline:UInt64}}, {{keep_recent:UInt64}})"
-    in_version = (
-        "(TraceId, RootSpanId) IN ("
-        + runs_sql(["AgentVersion = {version:String}"], "TraceId, RootSpanId", prewhere=[largest])
-        + ")"
-    )
-    window = _window_sql("RunStart", in_version, query.baseline.version is not None)
-    in_span = _between("RunStart", "span_start", "span_end")
-    where = [*filters, in_span, "Metric NOT IN {run_metrics:Array(String)}"]
+    # before FINAL, each window's largest limit, and in the version's runs, the part's larger one.
     params = {**params, "run_metrics": list(RUN_METRICS)}
-    if query.metrics:
-        where.append("Metric IN {metrics:Array(String)}")
-        params["metrics"] = list(query.metrics)
-    score_sample = (
-        f"{_RUN_HASH} <= greatest("
-        f"if({_between('RunStart', 'recent_start', 'recent_end')}, {{keep_recent:UInt64}}, 0), "
-        f"if({_between('RunStart', 'baseline_start', 'baseline_end')}, {{keep_baseline:UInt64}}, 0))"
-    )
     since = min(params["baseline_start"], params["recent_start"], key=float)
     params["multi_version"] = multi_version_metrics(store, since, params["recent_end"])
-    scores = scores_sql(where, prewhere=[score_sample], run_prewhere=[largest])
-    per_window = (
-        "SELECT Agent, w, Metric, arrayMap(s -> s.4, arraySort(groupArray("
-        "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))))) "
-        f"FROM (SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, {window} AS w FROM ({scores})) "
-        f"WHERE w >= 0 AND Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric"
+    if query.metrics:
+        params["metrics"] = list(query.metrics)
+    selects = []
+    for tables, part in parts:
+        largest = f"{_RUN_HASH} <= " + _greatest(f"{{keep_{_WINDOWS[w]}:UInt64}}" for w in part)
+        in_version = (
+            "(TraceId, RootSpanId) IN ("
+            + runs_sql(
+                ["AgentVersion = {version:String}"], "TraceId, RootSpanId", prewhere=[largest], tables=tables
+            )
+            + ")"
+        )
+        window = _window_sql("RunStart", in_version, query.baseline.version is not None)
+        where = [*filters, _part_span("RunStart", part), "Metric NOT IN {run_metrics:Array(String)}"]
+        if query.metrics:
+            where.append("Metric IN {metrics:Array(String)}")
+        score_sample = f"{_RUN_HASH} <= " + _greatest(
+            f"if({_between('RunStart', f'{_WINDOWS[w]}_start', f'{_WINDOWS[w]}_end')}, "
+            f"{{keep_{_WINDOWS[w]}:UInt64}}, 0)"
+            for w in part
+        )
+        scores = scores_sql(where, prewhere=[score_sample], run_prewhere=[largest], tables=tables)
+        selects.append(
+            f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, w FROM ("
+            f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, {window} AS w FROM ({scores})) "
+            f"WHERE {_in_part(part)}"
+        )
+
+    # Each window's scores in time order, ties by the run's ids: sorted by start alone (sorting
+    # tuples holding the ids took a third of the query), and by the ids too only where two
+    # scores of a window share a start.
+    def per_window(value: int, order: str, starts: str) -> str:
+        return (
+            f"SELECT Agent, w, Metric, arrayMap(s -> s.{value}, sorted), {starts} FROM ("
+            f"SELECT Agent, w, Metric, arraySort(groupArray({order})) AS sorted "
+            f"FROM ({' UNION ALL '.join(selects)}) "
+            f"WHERE Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric)"
+        )
+
+    start_us = "toUnixTimestamp64Micro(RunStart)"
+    rows = store.query(
+        per_window(2, f"({start_us}, assumeNotNull(Score))", "arrayMap(s -> s.1, sorted)"), params
     )
-    for agent, window_index, metric, scores_in_order in store.query(per_window, params):
+    if any(_shares_a_start(starts) for *_, starts in rows):
+        rows = store.query(
+            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "[]"), params
+        )
+    for agent, window_index, metric, scores_in_order, _ in rows:
         samples(agent, window_index).values[metric] = _array(scores_in_order)
+
+
+def _shares_a_start(starts: Sequence[int]) -> bool:
+    """Two of these sorted start times are equal."""
+    return bool(np.any(np.diff(np.asarray(starts, dtype=np.int64)) == 0))

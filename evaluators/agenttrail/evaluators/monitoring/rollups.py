@@ -29,6 +29,16 @@ assembler's recovery reads the runs such a trace has stored, so the second is Re
 
 Answers equal those of the queries over the base tables (tests/evaluators/monitoring/
 test_rollups.py holds this on re-assembled, moved, deleted and re-scored runs).
+
+Drift reads a hash sample of each window's runs (`cityHash64(TraceId, RootSpanId)` under a
+limit), which a time-sorted table spreads over every granule of the window: reading 10 % of a
+window's runs cost nearly what reading all of them did. `runs_by_start_sample` and
+`scores_by_start_sample` (migration 119) hold the rows of the two copies whose run hash is at
+most `SAMPLE_LIMIT` (a quarter of the hash space), written by views on the copies themselves
+(so deletion markers and moved runs reach them too); a window whose limit is at or below it
+reads its sample there, a quarter of the rows, and larger limits read the copies as before.
+Every version of a run shares its hash, so each sample table holds, key by key, exactly the
+copy's rows of the runs it keeps.
 """
 
 from __future__ import annotations
@@ -141,6 +151,38 @@ FILL_SCORES_BY_START = (
     f"WHERE {_EVALUATION_METRICS}"
 )
 
+# The run hashes the sample tables keep: a quarter of the hash space (drift's windows of more
+# than 4 x max_samples runs read them; a 6-day baseline of 1M runs over 7 days and 4 agents
+# samples 9 % of its runs, a version's half of them 16 %).
+SAMPLE_LIMIT = 2**62
+_IN_SAMPLE = f"cityHash64(TraceId, RootSpanId) <= {SAMPLE_LIMIT}"
+
+RUNS_BY_START_SAMPLE = RUNS_BY_START.replace("runs_by_start", "runs_by_start_sample")
+SCORES_BY_START_SAMPLE = SCORES_BY_START.replace("scores_by_start", "scores_by_start_sample")
+_SCORE_SAMPLE_COLUMNS = (
+    "Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion, Score, Label, Agent, Task, CreatedAt, IsDeleted"
+)
+# Views on the copies (a view's insert into its target fires the target's views): every row a
+# copy receives, deletion markers included, with the hash the sample keeps.
+RUNS_BY_START_SAMPLE_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS runs_by_start_sample_mv TO runs_by_start_sample
+AS SELECT {_RUN_COLUMNS} FROM runs_by_start WHERE {_IN_SAMPLE}
+"""
+SCORES_BY_START_SAMPLE_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS scores_by_start_sample_mv TO scores_by_start_sample
+AS SELECT {_SCORE_SAMPLE_COLUMNS} FROM scores_by_start WHERE {_IN_SAMPLE}
+"""
+# Existing stores: the copies' latest live rows under the limit, once (again, on a restart
+# mid-migration: the same rows, which the sample replaces as the copies do).
+FILL_RUNS_BY_START_SAMPLE = (
+    f"INSERT INTO runs_by_start_sample ({_RUN_COLUMNS}) "
+    f"SELECT {_RUN_COLUMNS} FROM runs_by_start FINAL WHERE IsDeleted = 0 AND {_IN_SAMPLE}"
+)
+FILL_SCORES_BY_START_SAMPLE = (
+    f"INSERT INTO scores_by_start_sample ({_SCORE_SAMPLE_COLUMNS}) "
+    f"SELECT {_SCORE_SAMPLE_COLUMNS} FROM scores_by_start FINAL WHERE IsDeleted = 0 AND {_IN_SAMPLE}"
+)
+
 ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         116,
@@ -158,5 +200,17 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
             FILL_SCORES_BY_START,
         ),
     ),
-    *HOURLY_MIGRATIONS,  # 117: per-hour rollups of these (hourly.py)
+    *HOURLY_MIGRATIONS,  # 117, 118: per-hour rollups of these (hourly.py)
+    Migration(
+        119,
+        "hash samples of the run-level rollups (drift)",
+        (
+            RUNS_BY_START_SAMPLE,
+            SCORES_BY_START_SAMPLE,
+            RUNS_BY_START_SAMPLE_MV,
+            SCORES_BY_START_SAMPLE_MV,
+            FILL_RUNS_BY_START_SAMPLE,
+            FILL_SCORES_BY_START_SAMPLE,
+        ),
+    ),
 )

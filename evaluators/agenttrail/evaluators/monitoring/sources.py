@@ -29,15 +29,26 @@ RUN_METRICS = ("latency", "failure")
 @dataclass(frozen=True, slots=True)
 class Tables:
     """Where runs and scores are read from; `keyed_by_start`: sorted by agent or metric and start
-    (the rollups), so a condition on those and the run's ids may filter before FINAL."""
+    (the rollups), so a condition on those and the run's ids may filter before FINAL.
+    `runs_sample`, `scores_sample`: the same rows of the runs whose hash is at most
+    `rollups.SAMPLE_LIMIT`, if kept (`sampled()`)."""
 
     runs: str
     scores: str
     keyed_by_start: bool = True
+    runs_sample: str | None = None
+    scores_sample: str | None = None
+
+    def sampled(self) -> Tables:
+        """These tables' hash samples; only where `runs_sample` is set."""
+        assert self.runs_sample is not None
+        assert self.scores_sample is not None
+        return Tables(self.runs_sample, self.scores_sample, self.keyed_by_start)
 
 
-ROLLUPS = Tables("runs_by_start", "scores_by_start")  # and, for whole hours, hourly.py's rollups
-RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start")  # the same tables without the hourly ones
+_SAMPLES = ("runs_by_start_sample", "scores_by_start_sample")
+ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES)  # and hourly.py's rollups
+RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES)  # without the hourly ones
 BASE_TABLES = Tables("trajectories", "scores", keyed_by_start=False)
 SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
 
@@ -53,30 +64,37 @@ GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)
 _LATEST = "(CreatedAt, EvaluatorVersion)"
 
 
-def runs_sql(where: Sequence[str], columns: str, *, prewhere: Sequence[str] = ()) -> str:
+def runs_sql(
+    where: Sequence[str], columns: str, *, prewhere: Sequence[str] = (), tables: Tables | None = None
+) -> str:
     """`columns` of the live runs (latest version, not deleted) matching every condition.
 
     `columns` may name only what `runs_by_start` holds (no Input, Output, ToolCalls...).
     `prewhere`: conditions on Agent, Start, TraceId and RootSpanId only, which the rollup
-    applies before FINAL (see `_filtered`).
+    applies before FINAL (see `_filtered`). `tables`: other than `SOURCE` (its hash sample).
     """
-    return f"SELECT {columns} FROM {SOURCE.runs} FINAL {_filtered(('IsDeleted = 0', *where), prewhere)}"
+    read = tables or SOURCE
+    return f"SELECT {columns} FROM {read.runs} FINAL {_filtered(('IsDeleted = 0', *where), prewhere, read)}"
 
 
-def _filtered(where: Sequence[str], prewhere: Sequence[str]) -> str:
+def _filtered(where: Sequence[str], prewhere: Sequence[str], tables: Tables) -> str:
     """PREWHERE and WHERE clauses. A PREWHERE filters rows before FINAL picks each key's latest
     version, which is exact only for conditions every version of a row meets alike: those on
     the sorting key. The rollups' keys hold the agent (runs) or metric, the start time and the
     run's ids; the base tables' only the ids, so there such conditions join the WHERE."""
     if not prewhere:
         return "WHERE " + " AND ".join(where)
-    if not SOURCE.keyed_by_start:
+    if not tables.keyed_by_start:
         return "WHERE " + " AND ".join((*where, *prewhere))
     return f"PREWHERE {' AND '.join(prewhere)} WHERE {' AND '.join(where)}"
 
 
 def scores_sql(
-    where: Sequence[str], *, prewhere: Sequence[str] = (), run_prewhere: Sequence[str] = ()
+    where: Sequence[str],
+    *,
+    prewhere: Sequence[str] = (),
+    run_prewhere: Sequence[str] = (),
+    tables: Tables | None = None,
 ) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
@@ -85,11 +103,12 @@ def scores_sql(
     metric two evaluator versions scored takes each run's latest score over all its rows, and a
     condition that keeps some of a run's rows and drops others (one on RunStart, when the run
     moved) would change which is latest: that part takes `run_prewhere` instead, conditions on
-    the run's ids alone, which keep or drop all of a run's rows.
+    the run's ids alone, which keep or drop all of a run's rows. `tables`: as for `runs_sql`.
     """
-    table = SOURCE.scores
-    single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere)
-    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere)
+    read = tables or SOURCE
+    table = read.scores
+    single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere, read)
+    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere, read)
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
 {single}

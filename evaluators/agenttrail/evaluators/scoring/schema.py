@@ -1,5 +1,5 @@
 """The evaluators' tables, as migrations appended to the collector's (versions from 100;
-online judges 110-114; 116 the monitoring rollups, monitoring/rollups.py)."""
+online judges 110-114; 116 and 119 the monitoring rollups, monitoring/rollups.py)."""
 
 from __future__ import annotations
 
