@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agenttrail.collector.assembly_sql import INSERT_PLAIN, WRITTEN
+from agenttrail.collector.assembly_sql import CHUNK_TABLE, CREATE_CHUNK_TABLE, INSERT_PLAIN, WRITTEN
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreOutOfMemory, StoreUnavailable
@@ -65,17 +65,15 @@ FROM otel_traces
 WHERE TraceId IN {ids:Array(String)}
   AND Timestamp >= {since:DateTime64(9)} AND Timestamp <= {until:DateTime64(9)}
 """
-# What a chunk needs before it is assembled, in one statement carrying the trace ids once (a
-# long id list costs ClickHouse ~5 ms per 1,000 ids in each statement that carries it): one
-# row with the time range the traces' spans lie in (Kind 0), then each assembled trace's
-# previous run keys and revision (Kind 1).
-_BEFORE_QUERY = """
-WITH {ids:Array(String)} AS ids
+# What a chunk needs before it is assembled, in one statement over the chunk's ids (the
+# temporary table assembly_sql.CHUNK_TABLE): one row with the time range the traces' spans lie
+# in (Kind 0), then each assembled trace's previous run keys and revision (Kind 1).
+_BEFORE_QUERY = f"""
 SELECT 0, '', CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End))
-FROM otel_traces_trace_id_ts WHERE TraceId IN ids
+FROM otel_traces_trace_id_ts WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE})
 UNION ALL
 SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision), 0, 0
-FROM assembly_state WHERE TraceId IN ids GROUP BY TraceId
+FROM assembly_state WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE}) GROUP BY TraceId
 """
 _RECOVERY_QUERY = """
 SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent
@@ -371,7 +369,11 @@ class Assembler(BackgroundLoop):
         ids = list(through)
         previous: dict[str, tuple[list[str], int]] = {}
         bounds: tuple[str, str] | None = None
-        for kind, trace_id, keys, revision, since, until in self._store.query(_BEFORE_QUERY, {"ids": ids}):
+        # Created again each chunk (a no-op): a server drops a session's tables after a while idle.
+        self._store.command(CREATE_CHUNK_TABLE)
+        self._store.command(f"TRUNCATE TABLE {CHUNK_TABLE}")
+        self._store.insert_rows(CHUNK_TABLE, ["TraceId"], [(trace_id,) for trace_id in ids])
+        for kind, trace_id, keys, revision, since, until in self._store.query(_BEFORE_QUERY):
             if kind == 1:
                 previous[trace_id] = (list(keys), int(revision))
             elif since and until:
@@ -439,7 +441,6 @@ class Assembler(BackgroundLoop):
         self._store.command(
             INSERT_PLAIN + limit,
             {
-                "ids": ids,
                 "since": bounds[0],
                 "until": bounds[1],
                 "revision_ids": again,
@@ -448,7 +449,7 @@ class Assembler(BackgroundLoop):
                 "version": version,
             },
         )
-        return {row[0]: row[1] for row in self._store.query(WRITTEN, {"ids": ids, "version": version})}
+        return {row[0]: row[1] for row in self._store.query(WRITTEN, {"version": version})}
 
     def _read_spans(self, ids: list[str], bounds: tuple[str, str], limit: str) -> dict[str, list[SpanRecord]]:
         params = {
