@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_ingest import SPANS_PER_REQUEST, agent_request
 
 from agenttrail.collector import store as store_module
-from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.assembler import MAX_TRACES_PER_QUERY, Assembler
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
@@ -113,7 +113,10 @@ def main() -> None:
         help="print each statement of the pass from ClickHouse's query log",
     )
     parser.add_argument(
-        "--chunk", type=int, default=1000, help="traces per assembly query (default 1,000, the sidecar's)"
+        "--chunk",
+        type=int,
+        default=MAX_TRACES_PER_QUERY,
+        help=f"most traces per assembly query (default {MAX_TRACES_PER_QUERY:,}, the sidecar's)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-assembly-") as tmp:

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from otlp_builders import new_span_id, new_trace_id
 
-from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.assembler import Assembler, even_chunk
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.trajectory import SpanEvent, SpanRecord
 
@@ -491,3 +491,57 @@ def test_a_chunk_refused_for_memory_is_assembled_in_halves(
     reference.assemble_due()
     for limited_id, python_id in zip(ids, python_ids, strict=True):
         assert stored_runs(store, limited_id) == stored_runs(store, python_id)
+
+
+def test_a_backlog_is_assembled_in_even_chunks(store: Any) -> None:
+    """More traces due than one chunk takes are split evenly, so no small tail chunk falls
+    below sql_min_traces to build_runs: 4 due at 3 a chunk are 2 + 2, all by ClickHouse (not
+    3 + 1, the last by build_runs); the runs are build_runs' either way."""
+    traces = [plain_trace() for _ in range(4)]
+    ids = [new_trace_id() for _ in traces]
+    for trace_id, spans in zip(ids, traces, strict=True):
+        store_spans(store, trace_id, spans)
+    assembler = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=2, max_traces_per_query=3)
+    assembler.notify(dict.fromkeys(ids, True), time.time())
+    assert assembler.assemble_due() == 4
+    assert assembler.plain_runs == 4
+    reference = Assembler(store.clone(), quiet_period_s=0.0, sql_assembly=False)
+    python_ids = [new_trace_id() for _ in traces]
+    for trace_id, spans in zip(python_ids, traces, strict=True):
+        store_spans(store, trace_id, spans)
+    reference.notify(dict.fromkeys(python_ids, True), time.time())
+    reference.assemble_due()
+    for sql_id, python_id in zip(ids, python_ids, strict=True):
+        assert stored_runs(store, sql_id) == stored_runs(store, python_id)
+
+
+@given(st.integers(0, 20_000), st.integers(1, 5_000))
+def test_even_chunks_cover_what_is_due_in_as_few_chunks_as_the_size_allows(due: int, most: int) -> None:
+    sizes = []
+    remaining = due
+    while remaining:
+        sizes.append(even_chunk(remaining, most))
+        remaining -= sizes[-1]
+    assert sum(sizes) == due
+    assert all(0 < size <= most for size in sizes)
+    assert len(sizes) == -(-due // most)
+    assert max(sizes, default=0) - min(sizes, default=0) <= 1
+
+
+@pytest.mark.parametrize("where", [(0, "input.value"), (0, "output.value"), (2, "gen_ai.tool.call.result")])
+def test_texts_read_differently_by_python_and_clickhouse_send_the_trace_to_build_runs(
+    store: Any, where: tuple[int, str]
+) -> None:
+    """Each of the `unsafe` JSON checks holds on its own: an odd text in any one of the run's
+    input, output or a tool's result leaves the trace to build_runs (the random traces above
+    rarely put one in exactly one place)."""
+    index, key = where
+    traces = []
+    for text in _ODD_TEXTS:
+        spans = plain_trace()
+        spans[index] = replace(spans[index], attributes={**spans[index].attributes, key: text})
+        traces.append(spans)
+    pairs, plain_runs = assemble_both(store, traces)
+    assert plain_runs == 0
+    for by_sql, by_python in pairs:
+        assert by_sql == by_python

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agenttrail.collector.assembly_sql import INSERT_PLAIN, WRITTEN
+from agenttrail.collector.assembly_sql import CHUNK_TABLE, CREATE_CHUNK_TABLE, INSERT_PLAIN, WRITTEN
 from agenttrail.collector.background import BackgroundLoop
 from agenttrail.collector.conventions import EVENT_ATTRIBUTES
 from agenttrail.collector.errors import StoreError, StoreOutOfMemory, StoreUnavailable
@@ -52,6 +52,8 @@ SQL_MIN_TRACES = 256
 ASSEMBLY_MAX_MEMORY = 256 * 1024 * 1024
 # Chunks assembled within the limit before the chunk size doubles back towards its maximum.
 _GROW_AFTER = 8
+# Most traces per assembly statement (Assembler's max_traces_per_query).
+MAX_TRACES_PER_QUERY = 4000
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
        Duration, StatusCode, StatusMessage,
@@ -63,17 +65,15 @@ FROM otel_traces
 WHERE TraceId IN {ids:Array(String)}
   AND Timestamp >= {since:DateTime64(9)} AND Timestamp <= {until:DateTime64(9)}
 """
-# What a chunk needs before it is assembled, in one statement carrying the trace ids once (a
-# long id list costs ClickHouse ~5 ms per 1,000 ids in each statement that carries it): one
-# row with the time range the traces' spans lie in (Kind 0), then each assembled trace's
-# previous run keys and revision (Kind 1).
-_BEFORE_QUERY = """
-WITH {ids:Array(String)} AS ids
+# What a chunk needs before it is assembled, in one statement over the chunk's ids (the
+# temporary table assembly_sql.CHUNK_TABLE): one row with the time range the traces' spans lie
+# in (Kind 0), then each assembled trace's previous run keys and revision (Kind 1).
+_BEFORE_QUERY = f"""
 SELECT 0, '', CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End))
-FROM otel_traces_trace_id_ts WHERE TraceId IN ids
+FROM otel_traces_trace_id_ts WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE})
 UNION ALL
 SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision), 0, 0
-FROM assembly_state WHERE TraceId IN ids GROUP BY TraceId
+FROM assembly_state WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE}) GROUP BY TraceId
 """
 _RECOVERY_QUERY = """
 SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent
@@ -105,6 +105,13 @@ class _Pending:
     last_arrival: float  # wall-clock arrival time of the newest stored batch with this trace
     seen_monotonic: float  # when we last heard of the trace, for the quiet period
     has_agent: bool
+
+
+def even_chunk(remaining: int, most: int) -> int:
+    """The size of the next chunk when `remaining` traces are due, at most `most` a chunk: as
+    few chunks as that allows, of even sizes (1,001 due: one chunk, not 1,000 and then 1)."""
+    chunks = -(-remaining // max(most, 1))
+    return -(-remaining // chunks) if chunks else 0
 
 
 def _ts6(seconds: float) -> str:
@@ -153,11 +160,12 @@ class Assembler(BackgroundLoop):
         quiet_period_s: float = 2.0,
         idle_timeout_s: float = 30.0,
         poll_interval_s: float = 0.1,
-        # Traces per assembly query. Larger chunks spread the SQL path's fixed ~0.15-0.2 CPU-s of
-        # query analysis further (4,000: 4,163 runs/s in bench_assembly, 1,000: 2,382), but its
-        # memory grows with the chunk: under 4x overload (bench_overload) the sidecar's RSS peaked
-        # at 4.6x idle with 4,000 and 3.6x with 1,000 (2.95x before the SQL path).
-        max_traces_per_query: int = 1000,
+        # Most traces per assembly query. What is due is assembled in as few chunks as this
+        # allows, split evenly, so chunks grow with the backlog: the SQL path costs ~0.2 CPU-s a
+        # statement whatever its size (chunks of 4,000: ~5,000 runs per CPU-second in
+        # bench_assembly, of 1,000: ~2,400). Its memory grows with the chunk too, which
+        # max_query_memory bounds.
+        max_traces_per_query: int = MAX_TRACES_PER_QUERY,
         recovery_lookback_s: int = 86_400,
         sql_assembly: bool = True,
         sql_min_traces: int = SQL_MIN_TRACES,
@@ -274,7 +282,8 @@ class Assembler(BackgroundLoop):
             while start < len(ids):
                 if self.stopping:
                     break  # the rest stays pending; after a restart, recover() finds it again
-                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + self.chunk_size]}
+                size = even_chunk(len(ids) - start, self.chunk_size)
+                chunk = {trace_id: due[trace_id] for trace_id in ids[start : start + size]}
                 start += len(chunk)
                 written += self._assemble_isolating_failures(chunk)
                 with self._lock:
@@ -344,7 +353,8 @@ class Assembler(BackgroundLoop):
             return self._assemble_within_memory(dict(items[:half])) + self._assemble_within_memory(
                 dict(items[half:])
             )
-        if len(chunk) >= self.chunk_size and self.chunk_size < self._chunk:
+        # Chunks are split evenly, so one above half the size in use tested that size.
+        if 2 * len(chunk) > self.chunk_size and self.chunk_size < self._chunk:
             self._fitted += 1
             if self._fitted >= _GROW_AFTER:
                 self.chunk_size, self._fitted = min(self._chunk, 2 * self.chunk_size), 0
@@ -359,7 +369,11 @@ class Assembler(BackgroundLoop):
         ids = list(through)
         previous: dict[str, tuple[list[str], int]] = {}
         bounds: tuple[str, str] | None = None
-        for kind, trace_id, keys, revision, since, until in self._store.query(_BEFORE_QUERY, {"ids": ids}):
+        # Created again each chunk (a no-op): a server drops a session's tables after a while idle.
+        self._store.command(CREATE_CHUNK_TABLE)
+        self._store.command(f"TRUNCATE TABLE {CHUNK_TABLE}")
+        self._store.insert_rows(CHUNK_TABLE, ["TraceId"], [(trace_id,) for trace_id in ids])
+        for kind, trace_id, keys, revision, since, until in self._store.query(_BEFORE_QUERY):
             if kind == 1:
                 previous[trace_id] = (list(keys), int(revision))
             elif since and until:
@@ -427,7 +441,6 @@ class Assembler(BackgroundLoop):
         self._store.command(
             INSERT_PLAIN + limit,
             {
-                "ids": ids,
                 "since": bounds[0],
                 "until": bounds[1],
                 "revision_ids": again,
@@ -436,7 +449,7 @@ class Assembler(BackgroundLoop):
                 "version": version,
             },
         )
-        return {row[0]: row[1] for row in self._store.query(WRITTEN, {"ids": ids, "version": version})}
+        return {row[0]: row[1] for row in self._store.query(WRITTEN, {"version": version})}
 
     def _read_spans(self, ids: list[str], bounds: tuple[str, str], limit: str) -> dict[str, list[SpanRecord]]:
         params = {
