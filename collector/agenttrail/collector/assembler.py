@@ -70,10 +70,10 @@ WHERE TraceId IN {ids:Array(String)}
 # in (Kind 0), then each assembled trace's previous run keys and revision (Kind 1).
 _BEFORE_QUERY = f"""
 SELECT 0, '', CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp(min(Start)), toUnixTimestamp(max(End))
-FROM otel_traces_trace_id_ts WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE})
+FROM otel_traces_trace_id_ts WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE})
 UNION ALL
 SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision), 0, 0
-FROM assembly_state WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE}) GROUP BY TraceId
+FROM assembly_state WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE}) GROUP BY TraceId
 """
 _RECOVERY_QUERY = """
 SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent

@@ -53,6 +53,8 @@ from agenttrail.instrumentation import attributes as attr
 # The chunk's trace ids, loaded once per chunk into a temporary table of the assembler's own
 # client (session): a 3,200-id list costs ClickHouse 11-19 ms of CPU in each statement that
 # carries it, the table 6-8 ms once, and `IN (SELECT ...)` still looks the ids up by key.
+# GLOBAL: on a sharded cluster the tables read are Distributed, and a plain IN would send the
+# subquery to shards that have no such table; GLOBAL ships the ids (a no-op on local tables).
 CHUNK_TABLE = "assembly_chunk"
 CREATE_CHUNK_TABLE = f"CREATE TEMPORARY TABLE IF NOT EXISTS {CHUNK_TABLE} (TraceId String) ENGINE = Memory"
 
@@ -188,7 +190,7 @@ FROM (
            {_first_truthy(attr.GEN_AI_TOOL_DESCRIPTION, TOOL_DESCRIPTION_OI)} AS description,
            {_first_truthy(GEN_AI_TOOL_JSON_SCHEMA, TOOL_PARAMETERS_OI)} AS parameters
     FROM otel_traces
-    WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE})
+    WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE})
       AND Timestamp >= {{since:DateTime64(9)}} AND Timestamp <= {{until:DateTime64(9)}}
 )
 """
@@ -277,5 +279,5 @@ WHERE agents = 1 AND distinct_spans = span_count AND NOT any_unsafe
 # Which traces of the batch the INSERT above wrote, and their run key.
 WRITTEN = f"""
 SELECT TraceId, RootSpanId FROM trajectories
-WHERE TraceId IN (SELECT TraceId FROM {CHUNK_TABLE}) AND Version = {{version:UInt64}}
+WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE}) AND Version = {{version:UInt64}}
 """
