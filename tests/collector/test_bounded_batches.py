@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from otlp_builders import SpanSpec, new_span_id, new_trace_id, request
 
-from agenttrail.collector import ingest
+from agenttrail.collector import assembler, ingest
 from agenttrail.collector.config import COLLECTOR, SidecarConfig
 from agenttrail.collector.ingest import IngestPipeline
+from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.spool import Spool
 
 
@@ -100,3 +101,25 @@ def test_one_insert_writes_parts_of_about_insert_block_rows(
         pipeline.stop()
     assert spans == 300
     assert 3 <= parts <= 5  # parts of 64 to ~94 spans
+
+
+def test_assembly_chunks_follow_the_config(chdb_dir: Path, database: str, tmp_path: Path) -> None:
+    """`assembly_max_traces` reaches the assembler (its default is the assembler's own), so an
+    operator can trade memory under overload for CPU a run."""
+    [setting] = [setting for setting in COLLECTOR.settings if setting.name == "assembly_max_traces"]
+    assert SidecarConfig().assembly_max_traces == setting.default == assembler.MAX_TRACES_PER_QUERY
+    sidecar = Sidecar(
+        SidecarConfig(
+            store=str(chdb_dir),
+            database=database,
+            grpc="127.0.0.1:0",
+            http="127.0.0.1:0",
+            spool_dir=str(tmp_path / "spool"),
+            assembly_max_traces=3500,
+        )
+    )
+    sidecar.start()
+    try:
+        assert sidecar.assembler.chunk_size == 3500
+    finally:
+        sidecar.stop()

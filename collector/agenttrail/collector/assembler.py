@@ -52,8 +52,12 @@ SQL_MIN_TRACES = 256
 ASSEMBLY_MAX_MEMORY = 256 * 1024 * 1024
 # Chunks assembled within the limit before the chunk size doubles back towards its maximum.
 _GROW_AFTER = 8
-# Most traces per assembly statement (Assembler's max_traces_per_query).
-MAX_TRACES_PER_QUERY = 4000
+# Most traces per assembly statement (Assembler's max_traces_per_query; the config's
+# assembly_max_traces). Bigger chunks cost less CPU a run (bench_assembly, quiet: ~3,000 runs per
+# CPU-second in chunks of 1,000, ~4,200 of 2,000, ~6,500 of 4,000) but hold more memory while
+# behind: under bench_overload's 4x, serve's RSS peaked at 1.94x idle with 1,000, 1.96x with
+# 2,000 and 2.36-2.41x with 4,000, against issue 11's 2x.
+MAX_TRACES_PER_QUERY = 2000
 _SPAN_QUERY = """
 SELECT TraceId, SpanId, ParentSpanId, SpanName, ServiceName, toUnixTimestamp64Nano(Timestamp),
        Duration, StatusCode, StatusMessage,

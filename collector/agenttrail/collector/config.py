@@ -72,6 +72,12 @@ SETTINGS: tuple[Setting, ...] = (
         "ClickHouse memory one assembly query may use; a chunk refused for it is assembled in halves",
     ),
     Setting(
+        "assembly_max_traces",
+        POSITIVE_INT,
+        2000,
+        "traces one assembly query assembles at most when behind (memory grows with it)",
+    ),
+    Setting(
         "engine_dirty_decay_ms",
         COUNT,
         1000,
@@ -152,6 +158,7 @@ class SidecarConfig:
     batch_max_spans: int = 50_000  # ingest.BATCH_MAX_SPANS
     insert_block_spans: int = 8192
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
+    assembly_max_traces: int = 2000  # assembler.MAX_TRACES_PER_QUERY
     engine_dirty_decay_ms: int = 1000
     flush_interval_s: float = 0.2
     ingest_max_wait_s: float = 0.5

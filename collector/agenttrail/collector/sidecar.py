@@ -172,6 +172,7 @@ class Sidecar:
             quiet_period_s=config.quiet_period_s,
             idle_timeout_s=config.idle_timeout_s,
             max_query_memory=config.assembly_max_memory_bytes,
+            max_traces_per_query=config.assembly_max_traces,
         )
         self.assembler.listeners.extend(self.on_assembled)
         self.pipeline = IngestPipeline(
