@@ -1,8 +1,10 @@
 """ClickHouse decoding OTLP protobuf stores exactly the rows the Python decoder renders.
 
 The fast ingest path (`otlp_sql`) and the Python path (`otlp_decode.decode_request`) must
-agree on every column for any request, bad spans, odd values and repeated keys included, and
-`canonicalize` (what the receivers answer with) must agree with both on what was accepted.
+agree on every column for any request once checked (`canonicalize`, which every record the
+writer stores went through), odd values and repeated keys included; and `canonicalize` (what
+the receivers answer with) must agree with the Python decoder on what it accepts, bad spans
+included. That replay re-checks what an older version spooled: test_pipeline.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyVa
 
 from agenttrail.collector.canonical import canonicalize
 from agenttrail.collector.errors import StoreError
+from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.otlp_decode import (
     OTEL_TRACES_COLUMNS,
     decode_request,
@@ -168,8 +171,21 @@ def test_clickhouse_decoding_stores_the_rows_python_renders(
     store = tables
     for table in ("spans_by_clickhouse", "spans_by_python"):
         store.command(f"TRUNCATE TABLE {table}")
-    spool = Spool(tmp_path / "spool")
+    # What the receivers spool: each request checked, its rejected spans removed.
+    canonical = []
     for request in batch:
+        decoded = decode_request(request)
+        checked_request = ExportTraceServiceRequest.FromString(request.SerializeToString())
+        checked = canonicalize(checked_request)
+        assert (checked.accepted, checked.rejected, checked.errors, checked.traces) == (
+            len(decoded.rows),
+            decoded.rejected,
+            decoded.errors,
+            decoded.traces,
+        )
+        canonical.append(checked_request)
+    spool = Spool(tmp_path / "spool")
+    for request in canonical:
         spool.append(request.SerializeToString())
     segment = spool.seal()
     assert segment is not None
@@ -188,15 +204,6 @@ def test_clickhouse_decoding_stores_the_rows_python_renders(
     by_clickhouse = stored_rows(store, "spans_by_clickhouse")
     assert by_clickhouse == stored_rows(store, "spans_by_python")
     assert len(by_clickhouse) == len(python_rows)
-    for request in batch:
-        decoded = decode_request(request)
-        checked = canonicalize(ExportTraceServiceRequest.FromString(request.SerializeToString()))
-        assert (checked.accepted, checked.rejected, checked.errors, checked.traces) == (
-            len(decoded.rows),
-            decoded.rejected,
-            decoded.errors,
-            decoded.traces,
-        )
 
 
 @pytest.mark.timeout(600)  # ClickHouse statements per example; slow on a loaded machine
@@ -234,6 +241,42 @@ def test_a_torn_record_is_cut_so_the_segment_still_loads(store: Store, tmp_path:
         "otel_traces", OTEL_TRACES_COLUMNS, span_rows_select, SPOOL_SOURCE, segment, settings=settings
     )
     assert store.query("SELECT SpanName, Duration FROM otel_traces") == [("kept", 4)]
+
+
+def test_replay_stores_only_the_valid_spans_of_client_bytes(store: Store, tmp_path: Path) -> None:
+    """The insert checks no span, so nothing may reach it unchecked: a segment left by a version
+    that spooled the client's bytes (bad spans included) is re-checked at replay, and only the
+    spans the Python decoder accepts are stored."""
+    request = ExportTraceServiceRequest()
+    spans = request.resource_spans.add().scope_spans.add().spans
+    good: dict[str, Any] = {
+        "trace_id": b"\x01" * 16,
+        "span_id": b"\x02" * 8,
+        "name": "kept",
+        "start_time_unix_nano": 5,
+        "end_time_unix_nano": 9,
+    }
+    spans.add(**good)
+    for field, bad in [
+        ("trace_id", bytes(16)),
+        ("trace_id", b"\x01" * 15),
+        ("span_id", bytes(8)),
+        ("parent_span_id", b"\x03" * 3),
+        ("name", ""),
+        ("start_time_unix_nano", 0),
+        ("end_time_unix_nano", 4),
+        ("end_time_unix_nano", 2**63),
+    ]:
+        spans.add(**{**good, "name": f"bad {field}", field: bad})
+    assert len(decode_request(request).rows) == 1
+    spool = Spool(tmp_path / "spool")
+    spool.append(request.SerializeToString())
+    assert spool.seal() is not None
+    pipeline = IngestPipeline(store, tmp_path / "spool")
+    assert pipeline.clickhouse_decoding
+    assert pipeline.replay() == 1
+    assert store.query("SELECT SpanName FROM otel_traces") == [("kept",)]
+    pipeline.stop()
 
 
 def test_the_server_form_of_the_insert_is_valid_sql(store: Store) -> None:
