@@ -36,15 +36,16 @@ def _kv(key: str, value: str | int) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def agent_request(seed: int) -> bytes:
-    """512 spans: runs of 1 agent span + 1 chat span + 6 tool spans (8 spans a run)."""
+def agent_request(seed: int, start_ns: int | None = None) -> bytes:
+    """512 spans: runs of 1 agent span + 1 chat span + 6 tool spans (8 spans a run), the runs
+    10 ms apart from `start_ns` (default: now)."""
     resource = ResourceSpans()
     resource.resource.attributes.extend(
         [_kv("service.name", "support-agent"), _kv("service.version", "1.4.2"), _kv("host.name", "pod-7f9c")]
     )
     scope = ScopeSpans()
     scope.scope.name = "agenttrail"
-    start = time.time_ns()
+    start = time.time_ns() if start_ns is None else start_ns
     runs = SPANS_PER_REQUEST // 8
     for run in range(runs):
         trace_id = os.urandom(16)
