@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -498,20 +498,7 @@ def load_windows(
     sample tables, which hold a quarter of the runs (a hash sample is spread over every granule
     of a time-sorted table; there it reads a quarter of them). The same runs either way.
     """
-    recent_start, recent_end = query.recent_window()
-    baseline_start, baseline_end = query.baseline_window()
-    params: dict[str, Any] = {
-        "recent_start": ts6(recent_start.timestamp()),
-        "recent_end": ts6(recent_end.timestamp()),
-        "baseline_start": ts6(baseline_start.timestamp()) if baseline_start else ts6(0),
-        "baseline_end": ts6(baseline_end.timestamp()) if baseline_end else ts6(recent_end.timestamp()),
-        "version": query.baseline.version or "",
-    }
-    filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
-    params.update(filter_params)
-    # Both windows lie in [span_start, span_end): said as a plain range too, the rollups read only it.
-    bounds = (params["baseline_start"], params["baseline_end"], params["recent_start"], params["recent_end"])
-    params.update(span_start=min(bounds, key=float), span_end=max(bounds, key=float))
+    filters, params = window_params(query)
     windows: dict[str, tuple[Samples, Samples]] = {}
 
     def samples(agent: str, window: int) -> Samples:
@@ -519,15 +506,9 @@ def load_windows(
             windows[agent] = (Samples(), Samples())
         return windows[agent][window]
 
-    by_version = query.baseline.version is not None
-    run_window = _window_sql("Start", "AgentVersion = {version:String}", by_version)
+    window_of = run_window(query)
     # Exact counts, whole hours from the hourly rollups where they still match (drift_counts.py).
-    counts = window_counts(
-        store,
-        filters,
-        params,
-        lambda start: _window_sql(start, "AgentVersion = {version:String}", by_version),
-    )
+    counts = window_counts(store, filters, params, window_of)
     if any(n >= settings.min_samples for _, _, n in counts):
         significance.warm_up()  # tests will run: their import overlaps the reads below
     # Per agent, each window's hash limit (0: the window has none of its runs).
@@ -554,7 +535,8 @@ def load_windows(
             for w in part
         )
         columns = (
-            f"Agent, {run_window} AS w, Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount, ToolNames"
+            f"Agent, {window_of('Start')} AS w, "
+            "Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount, ToolNames"
         )
         where = [*filters, _part_span("Start", part), _in_part(part), keep]
         run_parts.append(runs_sql(where, columns, prewhere=[run_sample], tables=tables))
@@ -581,6 +563,35 @@ def load_windows(
     return windows
 
 
+def window_params(query: DriftQuery) -> tuple[list[str], dict[str, Any]]:
+    """The conditions (agent, task) and query parameters of `query`'s windows, which every
+    query of `load_windows` reads (drift_counts.py and its test too): each window's range
+    (`baseline_start`...), the pinned `version`, the filters' values, and the span holding both
+    windows (`span_start`, `span_end`), a plain range the rollups read only."""
+    recent_start, recent_end = query.recent_window()
+    baseline_start, baseline_end = query.baseline_window()
+    params: dict[str, Any] = {
+        "recent_start": ts6(recent_start.timestamp()),
+        "recent_end": ts6(recent_end.timestamp()),
+        "baseline_start": ts6(baseline_start.timestamp()) if baseline_start else ts6(0),
+        "baseline_end": ts6(baseline_end.timestamp()) if baseline_end else ts6(recent_end.timestamp()),
+        "version": query.baseline.version or "",
+    }
+    filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
+    params.update(filter_params)
+    bounds = (params["baseline_start"], params["baseline_end"], params["recent_start"], params["recent_end"])
+    params.update(span_start=min(bounds, key=float), span_end=max(bounds, key=float))
+    return filters, params
+
+
+def run_window(query: DriftQuery) -> Callable[[str], str]:
+    """The window of a run (over `window_params`): -1 for none, 0 the baseline, 1 the recent
+    window, for a run starting at the SQL expression given (a run's, or an hour's, start)."""
+    by_version = query.baseline.version is not None
+    return lambda start: _window_sql(start, _IN_VERSION, by_version)
+
+
+_IN_VERSION = "AgentVersion = {version:String}"
 _RUN_HASH = "cityHash64(TraceId, RootSpanId)"
 _WINDOWS = ("baseline", "recent")  # by window index
 
@@ -657,9 +668,7 @@ def _load_scores(
         largest = f"{_RUN_HASH} <= " + _greatest(f"{{keep_{_WINDOWS[w]}:UInt64}}" for w in part)
         in_version = (
             "(TraceId, RootSpanId) IN ("
-            + runs_sql(
-                ["AgentVersion = {version:String}"], "TraceId, RootSpanId", prewhere=[largest], tables=tables
-            )
+            + runs_sql([_IN_VERSION], "TraceId, RootSpanId", prewhere=[largest], tables=tables)
             + ")"
         )
         window = _window_sql("RunStart", in_version, query.baseline.version is not None)
