@@ -540,17 +540,26 @@ def load_windows(
         )
         where = [*filters, _part_span("Start", part), _in_part(part), keep]
         run_parts.append(runs_sql(where, columns, prewhere=[run_sample], tables=tables))
+
     # One row per (agent, window): its runs' values in time order and its tool-call counts, built
-    # in ClickHouse (a row per run into Python cost more than the tests that follow).
-    per_window = (
-        "SELECT Agent, w, length(runs), arrayMap(r -> toFloat64(r.4), runs), arrayMap(r -> r.5, runs), "
-        "arrayMap(r -> toFloat64(r.6), runs), tools.1, tools.2 FROM ("
-        "SELECT Agent, w, arraySort(groupArray((Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount))) "
-        "AS runs, sumMap(ToolNames, arrayMap(name -> toUInt64(1), ToolNames)) AS tools "
-        f"FROM ({' UNION ALL '.join(run_parts)}) "
-        "GROUP BY Agent, w)"
-    )
-    for agent, window, count, failures, latencies, lengths, names, calls in store.query(per_window, params):
+    # in ClickHouse (a row per run into Python cost more than the tests that follow). Sorted by
+    # start alone (an integer key, not tuples holding the ids), and by the run's ids too only
+    # where two runs of a window share a start, as the scores are.
+    def per_window(order: str, key: str, first: int) -> str:
+        values = ", ".join(f"arrayMap(r -> toFloat64(r.{first + i}), runs)" for i in range(3))
+        return (
+            f"SELECT Agent, w, length(runs), {values}, tools.1, tools.2, {_shared_start('runs')} FROM ("
+            f"SELECT Agent, w, arraySort({key}, groupArray({order})) AS runs, "
+            "sumMap(ToolNames, arrayWithConstant(length(ToolNames), toUInt64(1))) AS tools "
+            f"FROM ({' UNION ALL '.join(run_parts)}) "
+            "GROUP BY Agent, w)"
+        )
+
+    measures = "Failure, LatencyS, ToolCount"
+    rows = store.query(per_window(f"(toUnixTimestamp64Micro(Start), {measures})", "r -> r.1", 2), params)
+    if any(shared for *_, shared in rows):
+        rows = store.query(per_window(f"(Start, TraceId, RootSpanId, {measures})", "r -> r", 4), params)
+    for agent, window, count, failures, latencies, lengths, names, calls, _ in rows:
         target = samples(agent, window)
         target.runs = int(count)
         target.values[FAILURE_RATE] = _array(failures)
@@ -666,21 +675,37 @@ def _load_scores(
     selects = []
     for tables, part in parts:
         largest = f"{_RUN_HASH} <= " + _greatest(f"{{keep_{_WINDOWS[w]}:UInt64}}" for w in part)
-        in_version = (
-            "(TraceId, RootSpanId) IN ("
-            + runs_sql([_IN_VERSION], "TraceId, RootSpanId", prewhere=[largest], tables=tables)
-            + ")"
-        )
-        window = _window_sql("RunStart", in_version, query.baseline.version is not None)
         where = [*filters, _part_span("RunStart", part), "Metric NOT IN {run_metrics:Array(String)}"]
         if query.metrics:
             where.append("Metric IN {metrics:Array(String)}")
+        # Against a version, a part without its whole history (the recent window, or a baseline
+        # period) takes the version's runs among those its score rows name, found by hash first:
+        # a set of the (TraceId, RootSpanId) of every run of the version under the limit cost
+        # more to build than the rest of the query. A run's rows share its hash, so it is exact.
+        named = [largest]
+        if 0 not in part or query.baseline.since is not None:
+            named.append(
+                f"{_RUN_HASH} IN (SELECT {_RUN_HASH} FROM {tables.scores} "
+                f"PREWHERE {largest} AND {' AND '.join(where)})"
+            )
+        in_version = (
+            "(TraceId, RootSpanId) IN ("
+            + runs_sql([_IN_VERSION], "TraceId, RootSpanId", prewhere=named, tables=tables)
+            + ")"
+        )
+        window = _window_sql("RunStart", in_version, query.baseline.version is not None)
         score_sample = f"{_RUN_HASH} <= " + _greatest(
             f"if({_between('RunStart', f'{_WINDOWS[w]}_start', f'{_WINDOWS[w]}_end')}, "
             f"{{keep_{_WINDOWS[w]}:UInt64}}, 0)"
             for w in part
         )
-        scores = scores_sql(where, prewhere=[score_sample], run_prewhere=[largest], tables=tables)
+        scores = scores_sql(
+            where,
+            prewhere=[score_sample],
+            run_prewhere=[largest],
+            tables=tables,
+            multi_version=params["multi_version"],
+        )
         selects.append(
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, w FROM ("
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, {window} AS w FROM ({scores})) "
@@ -690,26 +715,24 @@ def _load_scores(
     # Each window's scores in time order, ties by the run's ids: sorted by start alone (sorting
     # tuples holding the ids took a third of the query), and by the ids too only where two
     # scores of a window share a start.
-    def per_window(value: int, order: str, starts: str) -> str:
+    def per_window(value: int, order: str, key: str) -> str:
         return (
-            f"SELECT Agent, w, Metric, arrayMap(s -> s.{value}, sorted), {starts} FROM ("
-            f"SELECT Agent, w, Metric, arraySort(groupArray({order})) AS sorted "
+            f"SELECT Agent, w, Metric, arrayMap(s -> s.{value}, sorted), {_shared_start('sorted')} FROM ("
+            f"SELECT Agent, w, Metric, arraySort({key}, groupArray({order})) AS sorted "
             f"FROM ({' UNION ALL '.join(selects)}) "
             f"WHERE Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric)"
         )
 
     start_us = "toUnixTimestamp64Micro(RunStart)"
-    rows = store.query(
-        per_window(2, f"({start_us}, assumeNotNull(Score))", "arrayMap(s -> s.1, sorted)"), params
-    )
-    if any(_shares_a_start(starts) for *_, starts in rows):
+    rows = store.query(per_window(2, f"({start_us}, assumeNotNull(Score))", "s -> s.1"), params)
+    if any(shared for *_, shared in rows):
         rows = store.query(
-            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "[]"), params
+            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "s -> s"), params
         )
     for agent, window_index, metric, scores_in_order, _ in rows:
         samples(agent, window_index).values[metric] = _array(scores_in_order)
 
 
-def _shares_a_start(starts: Sequence[int]) -> bool:
-    """Two of these sorted start times are equal."""
-    return bool(np.any(np.diff(np.asarray(starts, dtype=np.int64)) == 0))
+def _shared_start(array: str) -> str:
+    """Whether two neighbours in `array`, sorted tuples with the start first, share a start."""
+    return f"arrayExists((a, b) -> a.1 = b.1, arrayPopBack({array}), arrayPopFront({array}))"
