@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -124,7 +125,7 @@ def health(http: str) -> dict[str, int]:
         return data
 
 
-def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, str]:
+def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, Any]:
     """The sidecar's addresses once its lock file names the bound ports (a busy machine may
     take minutes to import and migrate); the benchmarks' one wait for a serve they started."""
     lock = store / "agenttrail.agenttrail.lock"
@@ -133,7 +134,7 @@ def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float =
         if process.poll() is not None:
             raise SystemExit(f"agenttrail serve exited during start-up (exit code {process.returncode})")
         try:
-            info: dict[str, str] = json.loads(lock.read_text() or "{}")
+            info: dict[str, Any] = json.loads(lock.read_text() or "{}")
             if info.get("pid") == process.pid and not info.get("starting"):
                 return info
         except (FileNotFoundError, json.JSONDecodeError):
@@ -186,7 +187,11 @@ def bench_ingest(
             channel = grpc.insecure_channel(
                 info["grpc"], options=[("grpc.max_send_message_length", 64 << 20)]
             )
-            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None,
+                response_deserializer=None,
+            )
             export(bodies[0], timeout=60)  # warm-up: connection, first insert
             while health(info["http"])["stored_spans"] < SPANS_PER_REQUEST:
                 time.sleep(0.05)

@@ -194,7 +194,7 @@ def main() -> None:
         probe.join(30)
         close(store_client)
 
-    Store.close = close_after_probe  # type: ignore[method-assign]
+    Store.close = close_after_probe  # type: ignore[method-assign,assignment]
 
     try:
         agenttrail()
