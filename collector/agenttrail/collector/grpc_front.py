@@ -46,6 +46,8 @@ SHARED_SIZE = 3
 # How often the process looks whether to hand over its open segment, and reports.
 TICK_S = 0.02
 REPORT_EVERY = 5  # ticks
+# The process's counters (in its reports; serve adds them up over restarts for /healthz, /metrics).
+COUNTERS = ("accepted_spans", "rejected_spans", "refused_requests", "refused_waits", "spool_write_errors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +94,7 @@ class SpoolFront:
         self._opened_at = 0.0
         self._stopping = False
         self.parent_gone = False
-        self.counters: dict[str, int] = dict.fromkeys(
-            ("accepted_spans", "rejected_spans", "refused_requests", "refused_waits", "spool_write_errors"), 0
-        )
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     def accept(
         self, body: bytes, body_format: int = FORMAT_PROTOBUF, *, waiting_since: float | None = None
@@ -263,4 +263,4 @@ def main(settings: FrontSettings, conn: Connection, shared: Any) -> None:
     conn.close()
 
 
-__all__ = ["FrontSettings", "SpoolFront", "main"]
+__all__ = ["COUNTERS", "FrontSettings", "SpoolFront", "main"]
