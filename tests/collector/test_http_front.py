@@ -221,7 +221,7 @@ def test_in_flight_byte_budget_refuses_before_reading_and_across_receivers(start
     assert status == 429
     assert headers["Retry-After"] == "1"
     with pytest.raises(grpc.RpcError) as caught:
-        grpc_export(sidecar.grpc.address, big)
+        grpc_export(sidecar.grpc_address, big)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert ("retry-after", "1") in (caught.value.trailing_metadata() or ())
     assert post(sidecar.http.address, one_span(trace, "small"))[0] == 200

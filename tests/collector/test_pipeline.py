@@ -19,7 +19,7 @@ def sdk_provider(sidecar: Any, protocol: str) -> TracerProvider:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-        exporter: Any = GrpcExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True)
+        exporter: Any = GrpcExporter(endpoint=f"http://{sidecar.grpc_address}", insecure=True)
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 

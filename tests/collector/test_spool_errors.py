@@ -141,7 +141,7 @@ def test_disk_full_answers_503_and_unavailable_then_resumes(start_sidecar: Any, 
     status, headers = post(sidecar.http.address, big)
     assert status == 503
     assert int(headers["retry-after"]) > 0
-    assert grpc_code(sidecar.grpc.address, big) == grpc.StatusCode.UNAVAILABLE
+    assert grpc_code(sidecar.grpc_address, big) == grpc.StatusCode.UNAVAILABLE
     healthy, detail = sidecar.health()
     assert not healthy
     assert detail["ingest"]["disk"]["ok"] is False
