@@ -162,7 +162,7 @@ def test_otlp_http_refuses_a_missing_or_wrong_token_and_stores_nothing(guarded: 
     accepted = new_trace_id()
     good_body = request(agent_span(accepted, new_span_id(), 0, 1)).SerializeToString()
     assert post_traces(guarded.http.address, good_body, GOOD) == 200
-    assert guarded.pipeline.flush(30)
+    assert guarded.flush(30)
     rows = guarded.store.query(
         "SELECT TraceId, count() FROM otel_traces WHERE TraceId IN ({a:String}, {r:String}) GROUP BY TraceId",
         {"a": accepted, "r": refused},

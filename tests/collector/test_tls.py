@@ -61,7 +61,7 @@ def plaintext_post(address: str, body: bytes) -> int:
 
 
 def stored_traces(sidecar: Any, *trace_ids: str) -> set[str]:
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     rows = sidecar.store.query(
         "SELECT DISTINCT TraceId FROM otel_traces WHERE has({ids:Array(String)}, TraceId)",
         {"ids": list(trace_ids)},

@@ -153,7 +153,7 @@ def test_without_the_token_nothing_is_stored(
     address = sidecar.grpc_address if protocol == "grpc" else sidecar.http.address
     plan = {"configure": {"endpoint": f"http://{address}", "protocol": protocol}, "finish": "shutdown"}
     trace_id = run_agent(agents, plan)
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     rows = sidecar.store.query("SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace_id})
     assert rows[0][0] == 0
     assert sidecar.pipeline.counters.accepted_spans == 0
