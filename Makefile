@@ -42,6 +42,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p agenttrail.instrumentation -p agenttrail.collector -p agenttrail.evaluators
+	$(BIN)/mypy benchmarks
 
 # Everything but the browser suite: the deploy tools, the JS SDK and the framework venvs are
 # installed once (cached in ignored folders) and their suites run here.
@@ -99,7 +100,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
 
 # One end-to-end table (issue 14): spans/s stored, runs/s assembled and scored, lags, acks and RSS
-# beside the previous figures (benchmarks/pipeline-baseline.json). About 3 minutes on two cores.
+# beside the previous figures (benchmarks/pipeline-baseline.json). About 7 minutes on two cores at its default rate.
 bench-pipeline: $(STAMP)
 	$(BIN)/python benchmarks/bench_pipeline.py
 

@@ -22,7 +22,16 @@ from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
 from agenttrail.evaluators.monitoring.alerts.schema import ALERT_MIGRATIONS
 from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
 
-COLUMNS = ("TraceId", "RootSpanId", "Agent", "Task", "Start", "LatencyS", "Failure", "ToolNames")
+COLUMNS: tuple[str, ...] = (
+    "TraceId",
+    "RootSpanId",
+    "Agent",
+    "Task",
+    "Start",
+    "LatencyS",
+    "Failure",
+    "ToolNames",
+)
 COLUMNS += ("ToolStatuses", "AssembledAt", "Version", "IsDeleted")
 RULES = [
     {"name": "spike", "kind": "failure_rate_spike"},

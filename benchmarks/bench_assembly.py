@@ -7,7 +7,12 @@ under cProfile and prints where the time went (reading spans, building runs, ren
 INSERT). `--query-log` turns on ClickHouse's query log (a chDB config file) and prints each
 statement of the pass: its time, rows read, memory and CPU. Prints figures; asserts nothing.
 
-    python benchmarks/bench_assembly.py [--requests 200] [--profile] [--query-log]
+    python benchmarks/bench_assembly.py [--requests 200] [--chunk N] [--rate 50000] [--history N]
+                                        [--profile] [--query-log]
+
+`--rate` gives the spans the start times of that many spans/s (a chunk's spans among as many
+others as in a sidecar storing that rate); `--history` stores N traces assembled before (their
+lookup rows), as a sidecar has after N / 6,250 s at 50,000 spans/s.
 """
 
 from __future__ import annotations
@@ -56,8 +61,10 @@ def print_query_log(store: Store, since: float) -> None:
     print(f"  statements' CPU: user {user:,.0f} ms, system {system:,.0f} ms")
 
 
-def load(store: Store, spool: Path, requests: int) -> dict[str, bool]:
-    """Store `requests` agent requests through the real ingest path; the traces it stored."""
+def load(store: Store, spool: Path, requests: int, rate: float) -> dict[str, bool]:
+    """Store `requests` agent requests through the real ingest path; the traces it stored.
+    With `rate`, the requests' spans start as if sent at that many spans/s (a chunk's spans then
+    lie among as many others as in a sidecar storing that rate); else they start when built."""
     traces: dict[str, bool] = {}
 
     def stored(batch: dict[str, bool], arrived_at: float) -> None:
@@ -67,12 +74,25 @@ def load(store: Store, spool: Path, requests: int) -> dict[str, bool]:
         store.clone(), spool, max_queue_rows=requests * SPANS_PER_REQUEST + 1, on_stored=stored
     )
     pipeline.start()
+    base = time.time_ns() - int(requests * SPANS_PER_REQUEST / rate * 1e9) if rate else 0
     for index in range(requests):
-        pipeline.accept(agent_request(index))
+        start = base + int(index * SPANS_PER_REQUEST / rate * 1e9) if rate else None
+        pipeline.accept(agent_request(index, start))
     if not pipeline.flush(timeout_s=600):
         sys.exit("the spans were not stored in 10 minutes")
     pipeline.stop()
     return traces
+
+
+# Traces assembled before the pass: one row each in the trace-id lookup and in assembly_state,
+# as a sidecar has after running a while (6,250 traces/s is 50,000 spans/s of 8-span runs).
+HISTORY_SQL = (
+    "INSERT INTO otel_traces_trace_id_ts (TraceId, Start, End, SpansFrom, SpansUntil) "
+    "SELECT lower(hex(MD5(toString(number)))), t, t, t, t FROM "
+    "(SELECT number, now64(3) - 3600 + number / 6250 AS t FROM numbers({rows:UInt64}))",
+    "INSERT INTO assembly_state SELECT lower(hex(MD5(toString(number)))), now64(6), [hex(number)], 1, "
+    "number FROM numbers({rows:UInt64})",
+)
 
 
 def assemble(
@@ -118,6 +138,18 @@ def main() -> None:
         default=MAX_TRACES_PER_QUERY,
         help=f"most traces per assembly query (default {MAX_TRACES_PER_QUERY:,}, the sidecar's)",
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="spans start as if stored at this many spans/s (e.g. 50000); default: as built",
+    )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="traces assembled before the pass, as rows of the lookups a chunk reads (e.g. 2000000)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-assembly-") as tmp:
         if args.query_log:
@@ -126,12 +158,14 @@ def main() -> None:
             store_module.EMBEDDED_ENGINE["config-file"] = str(config)
         store = Store(parse_store(str(Path(tmp) / "store")))
         migrate(store, MIGRATIONS)
+        for sql in HISTORY_SQL if args.history else ():
+            store.command(sql, {"rows": args.history})
         load_started = time.perf_counter()
-        traces = load(store, Path(tmp) / "spool", args.requests)
+        traces = load(store, Path(tmp) / "spool", args.requests, args.rate)
         loaded = time.perf_counter() - load_started
         # Merge what the load wrote first: the merges would otherwise run during the timed pass
         # and count in its CPU time.
-        for table in ("otel_traces", "otel_traces_trace_id_ts", "trace_arrivals"):
+        for table in ("otel_traces", "otel_traces_trace_id_ts", "trace_arrivals", "assembly_state"):
             store.command(f"OPTIMIZE TABLE {table} FINAL")
         started_at = time.time()
         elapsed, cpu, runs, report = assemble(store, traces, args.profile, not args.python_only, args.chunk)

@@ -19,6 +19,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -35,15 +36,16 @@ def _kv(key: str, value: str | int) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def agent_request(seed: int) -> bytes:
-    """512 spans: runs of 1 agent span + 1 chat span + 6 tool spans (8 spans a run)."""
+def agent_request(seed: int, start_ns: int | None = None) -> bytes:
+    """512 spans: runs of 1 agent span + 1 chat span + 6 tool spans (8 spans a run), the runs
+    10 ms apart from `start_ns` (default: now)."""
     resource = ResourceSpans()
     resource.resource.attributes.extend(
         [_kv("service.name", "support-agent"), _kv("service.version", "1.4.2"), _kv("host.name", "pod-7f9c")]
     )
     scope = ScopeSpans()
     scope.scope.name = "agenttrail"
-    start = time.time_ns()
+    start = time.time_ns() if start_ns is None else start_ns
     runs = SPANS_PER_REQUEST // 8
     for run in range(runs):
         trace_id = os.urandom(16)
@@ -124,7 +126,7 @@ def health(http: str) -> dict[str, int]:
         return data
 
 
-def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, str]:
+def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float = 600) -> dict[str, Any]:
     """The sidecar's addresses once its lock file names the bound ports (a busy machine may
     take minutes to import and migrate); the benchmarks' one wait for a serve they started."""
     lock = store / "agenttrail.agenttrail.lock"
@@ -133,7 +135,7 @@ def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float =
         if process.poll() is not None:
             raise SystemExit(f"agenttrail serve exited during start-up (exit code {process.returncode})")
         try:
-            info: dict[str, str] = json.loads(lock.read_text() or "{}")
+            info: dict[str, Any] = json.loads(lock.read_text() or "{}")
             if info.get("pid") == process.pid and not info.get("starting"):
                 return info
         except (FileNotFoundError, json.JSONDecodeError):
@@ -186,7 +188,11 @@ def bench_ingest(
             channel = grpc.insecure_channel(
                 info["grpc"], options=[("grpc.max_send_message_length", 64 << 20)]
             )
-            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None,
+                response_deserializer=None,
+            )
             export(bodies[0], timeout=60)  # warm-up: connection, first insert
             while health(info["http"])["stored_spans"] < SPANS_PER_REQUEST:
                 time.sleep(0.05)

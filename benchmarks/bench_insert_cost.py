@@ -115,12 +115,13 @@ def main() -> None:
         megabytes = segment.stat().st_size / 2**20
         print(f"one segment of {spans:,} spans ({megabytes:.1f} MiB), best of {args.repeat}:")
         for name, sql, count in stages:
-            cpu = _best(
-                lambda index, sql=sql: store.command(
+
+            def run_stage(index: int, sql: str = sql) -> None:
+                store.command(
                     sql, settings={**settings, "insert_deduplication_token": f"{time.time()}-{index}"}
-                ),
-                args.repeat,
-            )
+                )
+
+            cpu = _best(run_stage, args.repeat)
             per_span = f"  {cpu / count * 1e6:5.1f} us/span" if count else ""
             print(f"  {name:48s} {cpu * 1000:8.0f} ms CPU{per_span}")
         print("the insert by segment size (CPU per 20,000 spans, peak memory from the query log):")
@@ -129,17 +130,18 @@ def main() -> None:
             path.write_bytes(encode_records(records[: max(1, size // SPANS_PER_REQUEST)]))
             size = max(1, size // SPANS_PER_REQUEST) * SPANS_PER_REQUEST
             sql = insert("otel_traces", path)
-            cpu = _best(
-                lambda index, sql=sql, size=size: store.command(
+
+            def run_segment(index: int, sql: str = sql, size: int = size) -> None:
+                store.command(
                     sql,
                     settings={
                         **settings,
                         "insert_deduplication_token": f"{size}-{index}-{time.time()}",
                         "log_comment": f"segment-{size}",
                     },
-                ),
-                args.repeat,
-            )
+                )
+
+            cpu = _best(run_segment, args.repeat)
             store.command("SYSTEM FLUSH LOGS")
             [(memory,)] = store.query(
                 "SELECT max(memory_usage) FROM system.query_log WHERE type = 'QueryFinish' "

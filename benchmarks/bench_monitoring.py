@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def main() -> None:
                 ),
             )
         ):
-            rows = timed(f"{label} ({args.runs:,} runs stored)", lambda q=query: query_stats(store, q))
+            rows = timed(f"{label} ({args.runs:,} runs stored)", partial(query_stats, store, query))
             print(f"    -> {len(rows)} rows")
         print("drift (all agents, every metric):")
         for label, drift in (
@@ -205,7 +206,7 @@ def main() -> None:
                 ),
             )
         ):
-            results = timed(label, lambda d=drift: analyse_drift(store, d))
+            results = timed(label, partial(analyse_drift, store, drift))
             print(f"    -> {len(results)} results, {sum(r.drifted for r in results)} drifted")
             print(f"    phases once more: {drift_phases(store, drift)}")
         print("report (`agenttrail report` data: buckets, summary, worst runs, drift, alerts):")
@@ -218,11 +219,11 @@ def main() -> None:
                 ("7 days, one agent", ReportQuery(since=week, until=until, agent="support-bot")),
             )
         ):
-            rows = timed(label, lambda r=report: report_rows(store, r))
+            rows = timed(label, partial(report_rows, store, report))
             print(f"    -> {len(rows)} rows")
         print("console agent overview (the page's data, without rendering):")
         for label, since in () if "overview" in skip else (("1 day", "1d"), ("7 days", "7d")):
-            found = timed(label, lambda s=since: agent_overview(store, "billing-bot", since=s, until=""))
+            found = timed(label, partial(agent_overview, store, "billing-bot", since=since, until=""))
             print(f"    -> {found.runs:,} runs, {len(found.worst)} worst runs")
         print("inserts of 1,000 runs (what the rollups' materialized views add to assembly):")
         for label, changes in (
@@ -245,10 +246,11 @@ def main() -> None:
         ):
             timed(
                 label,
-                lambda c=changes: store.command(
-                    f"INSERT INTO trajectories SELECT * REPLACE ({c}) FROM trajectories "
+                partial(
+                    store.command,
+                    f"INSERT INTO trajectories SELECT * REPLACE ({changes}) FROM trajectories "
                     "WHERE TraceId IN (SELECT TraceId FROM trajectories WHERE Revision = 1 LIMIT 1000) "
-                    "AND Revision = 1"
+                    "AND Revision = 1",
                 ),
                 repeat=1,
             )

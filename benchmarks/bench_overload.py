@@ -129,7 +129,7 @@ def client_process(
 
     def grpc_client(index: int) -> None:
         channel = grpc.insecure_channel(grpc_address, options=[("grpc.max_send_message_length", 64 << 20)])
-        export = channel.unary_unary(EXPORT)
+        export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
         acked: list[float] = []
         refused = sent = errors = 0
         while time.monotonic() < deadline:
@@ -176,7 +176,7 @@ def open_loop_process(
     bodies = Bodies(seed, same_traces)
     host, port = http_address.rsplit(":", 1)
     channel = grpc.insecure_channel(grpc_address, options=[("grpc.max_send_message_length", 64 << 20)])
-    export = channel.unary_unary(EXPORT)
+    export = channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
     lock = threading.Lock()
     acked: list[float] = []
     counts = {"refused": 0, "sent": 0, "errors": 0, "skipped": 0, "busy": 0}
@@ -283,7 +283,9 @@ def bench_overload(
             warm.getresponse().read()
             warm.close()
             with grpc.insecure_channel(info["grpc"]) as channel:
-                channel.unary_unary(EXPORT)(agent_request(1), timeout=60)
+                channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)(
+                    agent_request(1), timeout=60
+                )
             while health(info["http"])["stored_spans"] < 2 * SPANS_PER_REQUEST:
                 time.sleep(0.05)
             time.sleep(2)

@@ -73,7 +73,11 @@ def send(address: str, rate: float, seconds: float, clients: int) -> tuple[list[
     count = max(1, int(seconds / interval))
     bodies = [agent_request(i) for i in range(count)]
     channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
-    export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+    export = channel.unary_unary(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        request_serializer=None,
+        response_deserializer=None,
+    )
     latencies: list[float] = []
     lock = threading.Lock()
 

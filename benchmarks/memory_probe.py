@@ -20,8 +20,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 _KIND = re.compile(r"\s+")
 # ClickHouse's jemalloc (chDB's C++ allocations): its totals line.
@@ -143,7 +144,9 @@ def _probe(out: Path, store: Path, done: threading.Event) -> None:
     time.sleep(2)
     import chdb  # only now: serve sets the engine's allocator options before chdb loads
 
-    connection = chdb.connect(str(store))
+    # Typed or not depending on which of chdb / chdb-core wrote chdb/__init__.py last.
+    connect = cast(Callable[[str], Any], chdb.connect)
+    connection = connect(str(store))
     with out.open("a") as stream:
         while not done.is_set():
             try:
@@ -194,7 +197,7 @@ def main() -> None:
         probe.join(30)
         close(store_client)
 
-    Store.close = close_after_probe  # type: ignore[method-assign]
+    Store.close = close_after_probe  # type: ignore[method-assign,assignment]
 
     try:
         agenttrail()

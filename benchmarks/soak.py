@@ -200,7 +200,7 @@ class Clients:
 
     def _send_grpc(self, channel: grpc.Channel, body: bytes) -> tuple[str, float]:
         try:
-            channel.unary_unary(EXPORT)(body, timeout=60)
+            channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)(body, timeout=60)
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
                 # UNAVAILABLE is also what a killed sidecar looks like: the request is resent.

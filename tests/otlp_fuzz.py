@@ -421,7 +421,7 @@ class Sender:
         self._channel = grpc.insecure_channel(
             grpc_address, options=[("grpc.max_send_message_length", 256 << 20)]
         )
-        self._export = self._channel.unary_unary(EXPORT)
+        self._export = self._channel.unary_unary(EXPORT, request_serializer=None, response_deserializer=None)
 
     def close(self) -> None:
         self._channel.close()

@@ -23,6 +23,8 @@ from otlp_builders import new_span_id, new_trace_id
 
 from agenttrail.collector.assembler import Assembler, even_chunk
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
+from agenttrail.collector.schema import MIGRATIONS, migrate
+from agenttrail.collector.store import Store, parse_store
 from agenttrail.collector.trajectory import SpanEvent, SpanRecord
 
 BASE_NS = 1_750_000_000_000_000_000
@@ -382,11 +384,12 @@ def test_plain_traces_are_assembled_by_clickhouse(store: Any) -> None:
     assert run["Input"] == {"question": "refund 7"}
 
 
-def test_spans_at_the_edges_of_the_seconds_the_lookup_keeps_are_assembled(store: Any) -> None:
-    """The trace-id lookup keeps whole seconds (cut down from the spans' starts) and assembly
-    reads only the spans within them: a trace whose first span starts a nanosecond before a
-    second ends, and whose last starts a nanosecond before the next ends, is read whole by both
-    paths (a plain trace by ClickHouse, one with a nested tool span by build_runs)."""
+def test_spans_at_the_edges_of_the_milliseconds_the_lookup_keeps_are_assembled(store: Any) -> None:
+    """The trace-id lookup keeps milliseconds (the first span's start cut down, the last's cut
+    down plus one) and assembly reads only the spans within them: a trace whose first span
+    starts a nanosecond before a second ends, and whose last starts a nanosecond before the
+    next ends (999,999 ns past its millisecond), is read whole by both paths (a plain trace by
+    ClickHouse, one with a nested tool span by build_runs)."""
     shift = 999_999_999  # the root starts at BASE + 0.999999999 s
     plain = [replace(span, start_ns=span.start_ns + shift) for span in plain_trace()]
     plain[-1] = replace(plain[-1], start_ns=BASE_NS + 1_999_999_999)  # the next second's last ns
@@ -399,6 +402,65 @@ def test_spans_at_the_edges_of_the_seconds_the_lookup_keeps_are_assembled(store:
         [run] = by_sql
         assert run["SpanCount"] == len(spans)
     assert pairs[0][0][0]["ToolCount"] == sum(1 for span in plain if span.name.startswith("execute_tool"))
+
+
+def lookup(store: Any, trace_id: str) -> tuple[Any, ...]:
+    return tuple(
+        store.query(
+            "SELECT toUnixTimestamp64Milli(min(SpansFrom)), toUnixTimestamp64Milli(max(SpansUntil)) "
+            "FROM otel_traces_trace_id_ts WHERE TraceId = {t:String}",
+            {"t": trace_id},
+        )[0]
+    )
+
+
+def test_a_store_of_the_previous_schema_keeps_assembling_after_migration_7(
+    chdb_dir: Any, database: str
+) -> None:
+    """Migration 7 on a store with spans: the lookup rows stored before it keep their whole
+    seconds (read as [Start, End + 1 s)), rows after it get milliseconds, and assembly reads
+    every span of a trace stored before it, then again with a late span stored after it (a
+    new revision), and of a trace stored after it whose last span starts 999,999 ns past its
+    millisecond; by ClickHouse and by build_runs alike."""
+    store = Store(parse_store(str(chdb_dir), database))
+    try:
+        migrate(store, [m for m in MIGRATIONS if m.version < 7])
+        assert store.query("SELECT max(Version) FROM schema_migrations")[0][0] == 6
+        old = [replace(span, start_ns=span.start_ns + 250_000_000) for span in plain_trace()]
+        old[-1] = replace(old[-1], start_ns=BASE_NS + 1_999_999_999)
+        old_ids = new_trace_id(), new_trace_id()
+        for trace_id in old_ids:
+            store_spans(store, trace_id, old[:3] + old[4:])
+        assert migrate(store, MIGRATIONS) == [7]
+        whole_second = BASE_NS // 1_000_000
+        assert lookup(store, old_ids[0]) == (whole_second, whole_second + 1_000)
+        by_sql = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1)
+        by_python = Assembler(store.clone(), quiet_period_s=0.0, sql_assembly=False)
+        for assembler, trace_id in zip((by_sql, by_python), old_ids, strict=True):
+            assembler.notify({trace_id: True}, time.time())
+            assembler.assemble_due()
+            [run] = stored_runs(store, trace_id)
+            assert (run["Revision"], run["SpanCount"]) == (1, 3)
+            store_spans(store, trace_id, [old[3]])  # late, after the migration
+            assembler.notify({trace_id: True}, time.time())
+            assembler.assemble_due()
+            [run] = stored_runs(store, trace_id)
+            assert (run["Revision"], run["SpanCount"], run["ToolCount"]) == (2, 4, 2)
+
+        new = [replace(span, start_ns=span.start_ns + 7_000_000) for span in plain_trace()]
+        new[-1] = replace(new[-1], start_ns=BASE_NS + 7_999_999)  # 999,999 ns past 7 ms
+        new_ids = new_trace_id(), new_trace_id()
+        for assembler, trace_id in zip((by_sql, by_python), new_ids, strict=True):
+            store_spans(store, trace_id, new)
+            assert lookup(store, trace_id) == (whole_second + 7, whole_second + 8)
+            assembler.notify({trace_id: True}, time.time())
+            assembler.assemble_due()
+            [run] = stored_runs(store, trace_id)
+            assert (run["SpanCount"], run["ToolCount"]) == (4, 2)
+        assert by_sql.plain_runs == 3
+        assert by_sql.failures == by_python.failures == 0
+    finally:
+        store.close()
 
 
 def test_late_span_reassembles_a_plain_run_as_a_new_revision(store: Any) -> None:

@@ -191,7 +191,7 @@ FROM (
            {_first_truthy(GEN_AI_TOOL_JSON_SCHEMA, TOOL_PARAMETERS_OI)} AS parameters
     FROM otel_traces
     WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE})
-      AND Timestamp >= {{since:DateTime64(9)}} AND Timestamp <= {{until:DateTime64(9)}}
+      AND Timestamp >= {{since:DateTime64(9)}} AND Timestamp < {{until:DateTime64(9)}}
 )
 """
 

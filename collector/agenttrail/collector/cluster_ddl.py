@@ -40,6 +40,7 @@ _CREATE_PLAIN_VIEW = re.compile(r"^\s*CREATE VIEW IF NOT EXISTS (\w+)(\s+AS SELE
 _INSERT_SELECT = re.compile(r"^\s*INSERT INTO (\w+)(\s.*)$", re.S)
 _SOURCE = re.compile(r"\b(FROM|JOIN) (\w+)\b")
 _ALTER = re.compile(r"^\s*ALTER TABLE (\w+) (.*)$", re.S)
+_ALTER_VIEW_QUERY = re.compile(r"^\s*ALTER TABLE (\w+) MODIFY QUERY(\s+SELECT .*)$", re.S)
 
 
 def _ident(name: str) -> str:
@@ -82,6 +83,10 @@ class ClusterSchema:
             # A one-off fill, run once against the cluster through the Distributed tables.
             table, rest = match.groups()
             return [f"INSERT INTO {self.database}.{table}{self._sources(rest, local=False)}"]
+        if match := _ALTER_VIEW_QUERY.match(statement):
+            # A materialized view's new query: like its CREATE, it reads each node's own rows.
+            view, select = match.groups()
+            return [f"ALTER TABLE {self.on(view)} MODIFY QUERY{self._sources(select, local=True)}"]
         if match := _ALTER.match(statement):
             table, change = match.groups()
             # Settings and projections belong to the MergeTree tables; a Distributed table has none.

@@ -119,6 +119,15 @@ AS SELECT TraceId, min(Timestamp) AS Start, max(Timestamp) AS End
 FROM otel_traces WHERE TraceId != '' GROUP BY TraceId
 """
 
+# Migration 7's view: the same rows plus the spans' start times to the millisecond (down for the
+# first, up past the last: a DateTime64(3) conversion truncates).
+TRACE_ID_TS_MV_TO_THE_MILLISECOND = """
+ALTER TABLE otel_traces_trace_id_ts_mv MODIFY QUERY
+SELECT TraceId, min(Timestamp) AS Start, max(Timestamp) AS End, toDateTime64(Start, 3) AS SpansFrom,
+       toDateTime64(End, 3) + toIntervalMillisecond(1) AS SpansUntil
+FROM otel_traces WHERE TraceId != '' GROUP BY TraceId
+"""
+
 # One row per (trace, stored batch): what assembly needs to resume after a restart.
 TRACE_ARRIVALS = """
 CREATE TABLE IF NOT EXISTS trace_arrivals (
@@ -254,6 +263,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE trajectories MODIFY SETTING vertical_merge_algorithm_min_rows_to_activate = 1, "
             "vertical_merge_algorithm_min_bytes_to_activate = 0, "
             "vertical_merge_algorithm_min_columns_to_activate = 1",
+        ),
+    ),
+    # The trace-id lookup to the millisecond, for assembly: its Start/End (the exporter's
+    # layout, whole seconds, kept for Grafana) made each chunk read every span of up to a
+    # second more than its own. Rows stored before keep those seconds through the defaults
+    # (SpansUntil = End + 1 s), so both hold: every span of the trace starts in
+    # [SpansFrom, SpansUntil). Defaults are computed on read: old parts are not rewritten.
+    Migration(
+        7,
+        "otel_traces_trace_id_ts to the millisecond",
+        (
+            "ALTER TABLE otel_traces_trace_id_ts ADD COLUMN IF NOT EXISTS "
+            "SpansFrom DateTime64(3) DEFAULT Start",
+            "ALTER TABLE otel_traces_trace_id_ts ADD COLUMN IF NOT EXISTS "
+            "SpansUntil DateTime64(3) DEFAULT End + 1",
+            TRACE_ID_TS_MV_TO_THE_MILLISECOND,
         ),
     ),
 )

@@ -37,7 +37,7 @@ def _driver_errors() -> tuple[type[Exception], type[Exception]]:
 # The embedded engine's caches, sized for a process it shares with the sidecar: ClickHouse's
 # defaults (5 GiB each for marks and primary indexes) suit a server that owns the machine.
 # Engine options, so the first client to open the engine sets them.
-EMBEDDED_ENGINE = {
+EMBEDDED_ENGINE: dict[str, int | str] = {
     "mark_cache_size": 128 * 1024 * 1024,
     "index_mark_cache_size": 64 * 1024 * 1024,
     "primary_index_cache_size": 128 * 1024 * 1024,

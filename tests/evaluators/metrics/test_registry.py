@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agenttrail.evaluators.metrics import METRICS, ToolCall, compute_metrics, parse_metric
+from agenttrail.evaluators.metrics import (
+    METRICS,
+    ArgumentMode,
+    ToolCall,
+    compute_metrics,
+    parse_metric,
+    trajectory,
+)
+from agenttrail.evaluators.metrics.matching import NamedMode
+
+from .strategies import REFERENCE_INPUTS, related_pair
 
 A = ToolCall("search", {"q": "x"})
 B = ToolCall("fetch", {"url": "u"})
@@ -240,3 +252,46 @@ class TestComputeMetrics:
         """A bad spec is reported even when the trajectory is bad too."""
         with pytest.raises(ValueError, match="unknown metric"):
             compute_metrics("not json", None, ["nope"])
+
+
+_PAIRWISE = [
+    "trajectory_exact_match",
+    "trajectory_in_order_match",
+    "trajectory_any_order_match",
+    "trajectory_precision",
+    "trajectory_recall",
+    "strict",
+    "superset",
+    "subset",
+    "unordered",
+]
+_MODE_TEXT = st.sampled_from(["exact", "ignore", "subset", "superset", "keys:x", "keys:x.y|z"])
+
+
+def _mode(text: str) -> ArgumentMode:
+    return tuple(text.removeprefix("keys:").split("|")) if text.startswith("keys:") else cast(NamedMode, text)
+
+
+@given(
+    pair=related_pair(REFERENCE_INPUTS),
+    modes=st.lists(
+        st.tuples(_MODE_TEXT, st.none() | _MODE_TEXT), min_size=len(_PAIRWISE), max_size=len(_PAIRWISE)
+    ),
+)
+@settings(max_examples=300, deadline=None)
+def test_one_run_shares_its_pairings_without_mixing_modes(
+    pair: tuple[list[ToolCall], list[ToolCall]], modes: list[tuple[str, str | None]]
+) -> None:
+    """compute_metrics computes one run's pairwise metrics from shared pairings (one matcher and
+    one maximum matching per argument mode, canonical JSON rendered once per input): each value
+    equals the metric's own function called alone, whatever modes the other metrics use."""
+    predicted, reference = pair
+    specs, expected = [], {}
+    for name, (mode, search_mode) in zip(_PAIRWISE, modes, strict=True):
+        text = f"{name}:arguments={mode}" + (f",tool_arguments.search={search_mode}" if search_mode else "")
+        specs.append(text)
+        overrides = {"search": _mode(search_mode)} if search_mode else None
+        function = getattr(trajectory, name)
+        expected[name] = function(predicted, reference, arguments=_mode(mode), tool_arguments=overrides)
+    results = compute_metrics(predicted, reference, specs)
+    assert {name: results[name] for name in _PAIRWISE} == expected

@@ -4,7 +4,9 @@ The counts set the samples' hash limits, so they must be exact. On a random hist
 re-agented, deleted and revived runs) the counts equal a count of the runs themselves before
 any hour is rolled up, with every hour fresh, with some hours changed since their rollup
 (stale), with some hours not rolled up yet, and for windows whose edges cut hours; and the
-fresh uncut hours are the ones counted from `runs_by_hour`.
+fresh uncut hours are the ones counted from `runs_by_hour`. The windows' parameters and a run's
+window are drift's own (`drift.window_params`, `drift.run_window`, what `load_windows` passes),
+so a change there reaches these counts; the reference counts by the windows alone.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,68 +24,33 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring import drift_counts, hourly, sources
-from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery
+from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, run_window, window_params
 from agenttrail.evaluators.monitoring.hourly import HourlyRollup
-from agenttrail.evaluators.monitoring.sources import filter_clauses, ts6
 
 from .test_drift_sampling import at, questions
 from .test_rollups import HOUR, History, reading
 
 
-def _params(query: DriftQuery) -> tuple[list[str], dict[str, Any]]:
-    """drift.load_windows' parameters for `query`."""
-    recent_start, recent_end = query.recent_window()
-    baseline_start, baseline_end = query.baseline_window()
-    params: dict[str, Any] = {
-        "recent_start": ts6(recent_start.timestamp()),
-        "recent_end": ts6(recent_end.timestamp()),
-        "baseline_start": ts6(baseline_start.timestamp()) if baseline_start else ts6(0),
-        "baseline_end": ts6(baseline_end.timestamp()) if baseline_end else ts6(recent_end.timestamp()),
-        "version": query.baseline.version or "",
-    }
-    filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
-    params.update(filter_params)
-    bounds = (params["baseline_start"], params["baseline_end"], params["recent_start"], params["recent_end"])
-    params.update(span_start=min(bounds, key=float), span_end=max(bounds, key=float))
-    return filters, params
-
-
-def _window_sql(query: DriftQuery) -> Any:
-    def window(start: str) -> str:
-        def between(first: str, last: str) -> str:
-            return f"{start} >= {{{first}:DateTime64(6)}} AND {start} < {{{last}:DateTime64(6)}}"
-
-        recent, baseline = between("recent_start", "recent_end"), between("baseline_start", "baseline_end")
-        if query.baseline.version is not None:
-            recent += " AND NOT (AgentVersion = {version:String})"
-            baseline += " AND (AgentVersion = {version:String})"
-        return f"multiIf({recent}, 1, {baseline}, 0, -1)"
-
-    return window
-
-
 def counted(store: Store, query: DriftQuery) -> list[tuple[str, int, int]]:
-    filters, params = _params(query)
-    return sorted(drift_counts.window_counts(store, filters, params, _window_sql(query)))
+    filters, params = window_params(query)
+    return sorted(drift_counts.window_counts(store, filters, params, run_window(query)))
 
 
 def reference(store: Store, query: DriftQuery) -> list[tuple[str, int, int]]:
-    """Each window's live runs counted one by one from the base tables (latest version)."""
-    filters, params = _params(query)
-    window = _window_sql(query)("Start")
-    where = " AND ".join(
-        [*filters, "Start >= {span_start:DateTime64(6)}", "Start < {span_end:DateTime64(6)}"]
-    )
+    """Each window's live runs counted one by one from the base tables (latest version), by the
+    windows alone: not through the span `window_params` gives, which the counts rely on."""
+    filters, params = window_params(query)
+    where = "".join(f" AND {condition}" for condition in filters)
     sql = (
-        f"SELECT Agent, {window} AS w, count() FROM trajectories FINAL WHERE IsDeleted = 0 AND {where} "
-        "AND w >= 0 GROUP BY Agent, w"
+        f"SELECT Agent, {run_window(query)('Start')} AS w, count() FROM trajectories FINAL "
+        f"WHERE IsDeleted = 0{where} AND w >= 0 GROUP BY Agent, w"
     )
     return sorted((agent, int(w), int(n)) for agent, w, n in store.query(sql, params))
 
 
 def rolled_hours(store: Store, query: DriftQuery) -> list[int]:
     """The hours counted from runs_by_hour."""
-    _, params = _params(query)
+    _, params = window_params(query)
     plan = drift_counts._plan(store, params, (float(params["span_start"]), float(params["span_end"])))
     return plan.hours if plan else []
 
@@ -132,7 +98,7 @@ def test_counts_over_fresh_stale_unrolled_and_cut_hours(rollup_store: Store) -> 
     rolling = fixed_questions(base)[0]  # edges on hours: all 5 hours with runs from the rollups
     assert rolled_hours(store, rolling) == [int(base + h * HOUR) for h in range(5)]
     cut = fixed_questions(base)[1]  # edges inside hours: those hours counted run by run
-    _, params = _params(cut)
+    _, params = window_params(cut)
     edges = [float(params[name]) // HOUR * HOUR for name in ("baseline_start", "recent_start", "recent_end")]
     assert rolled_hours(store, cut) == [int(base + HOUR), int(base + 2 * HOUR)]
     assert not set(rolled_hours(store, cut)) & set(edges)

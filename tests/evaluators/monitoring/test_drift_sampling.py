@@ -154,23 +154,39 @@ def test_a_metric_two_versions_scored_takes_each_runs_latest_score(
     assert as_lists(fast) == as_lists(slow)
 
 
-def test_scores_sharing_a_start_are_ordered_by_their_runs_ids(rollup_store: Store) -> None:
-    """Scores are sorted by start alone unless two of a window share one; then by the run's
-    ids too, as the reference does (here the run with the smaller trace id has the larger
-    score, so an order by start and score would differ in every pair)."""
+def test_runs_and_scores_sharing_a_start_are_ordered_by_their_runs_ids(
+    rollup_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs and scores are sorted by start alone unless two of a window share one; then by the
+    run's ids too, as the reference does (here the run with the smaller trace id has the larger
+    score and latency, so an order by start and value would differ in every pair). Sorted by
+    start alone, ties keep the order they were read in, which here is already the ids' (the
+    rollups are sorted by them after the start); nothing promises it, so the loading must take
+    the ids-ordered queries."""
     base = (time.time() // HOUR - 3) * HOUR
     runs = []
     for index in range(40):
         start = base + (index // 2) * 60 + (HOUR if index >= 20 else 0)
         trace_id = f"{index // 2:04x}{'a' if index % 2 else 'b'}{uuid.uuid4().hex[:27]}"
         score = 0.9 if index % 2 else 0.1  # 'a...' (smaller) scores higher
-        runs.append(Run(start=start, trace_id=trace_id, scores={"trajectory_precision": score}))
+        runs.append(
+            Run(start=start, trace_id=trace_id, latency_s=score, scores={"trajectory_precision": score})
+        )
     store_runs(rollup_store, runs)
     query = DriftQuery(recent_s=HOUR, baseline=Baseline(rolling_s=HOUR), now=at(base + 2 * HOUR))
+    issued: list[str] = []
+    reading = rollup_store.query
+    monkeypatch.setattr(
+        rollup_store, "query", lambda sql, *a, **k: (issued.append(sql), reading(sql, *a, **k))[1]
+    )
     fast = load_windows(rollup_store, query, DriftSettings())
+    monkeypatch.undo()
+    assert any("groupArray((Start, TraceId, RootSpanId" in sql for sql in issued)
+    assert any("groupArray((RunStart, TraceId, RootSpanId" in sql for sql in issued)
     slow = reference.reference_windows(rollup_store, query, DriftSettings())
     assert as_lists(fast) == as_lists(slow)
     assert fast["bot"][1].values["trajectory_precision"].tolist() == [0.9, 0.1] * 10
+    assert fast["bot"][1].values["latency"].tolist() == [0.9, 0.1] * 10
 
 
 def test_the_history_samples_and_splits_windows(histories: tuple[Store, float]) -> None:

@@ -100,11 +100,33 @@ def json_equal(a: object, b: object) -> bool:
     return canonical_json(a) == canonical_json(b)
 
 
-def _contains(small: object, big: object) -> bool:
+Equal: TypeAlias = Callable[[object, object], bool]
+
+
+def memo_json_equal() -> Equal:
+    """``json_equal`` that renders each value's canonical JSON once, for comparing the same calls
+    many times (one run's metrics: the matching compares every same-named pair, and five metrics
+    compare the same inputs). It keeps every value it saw alive, so that an id cannot be reused for
+    another value, and must not outlive the values it compares unchanged: one run's calls, which
+    ``parse_trajectory`` copies."""
+    seen: dict[int, tuple[object, str]] = {}
+
+    def canonical(value: object) -> str:
+        entry = seen.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[1]
+        text = canonical_json(value)
+        seen[id(value)] = (value, text)
+        return text
+
+    return lambda a, b: canonical(a) == canonical(b)
+
+
+def _contains(small: object, big: object, equal: Equal = json_equal) -> bool:
     """Every key/value of ``small`` is in ``big``, recursing into objects; other values equal."""
     if isinstance(small, dict) and isinstance(big, dict):
-        return all(key in big and _contains(item, big[key]) for key, item in small.items())
-    return json_equal(small, big)
+        return all(key in big and _contains(item, big[key], equal) for key, item in small.items())
+    return equal(small, big)
 
 
 def _lookup(obj: dict[str, Any], path: tuple[str, ...]) -> object:
@@ -116,29 +138,31 @@ def _lookup(obj: dict[str, Any], path: tuple[str, ...]) -> object:
     return value
 
 
-def _same_at(predicted: dict[str, Any], reference: dict[str, Any], path: tuple[str, ...]) -> bool:
+def _same_at(
+    predicted: dict[str, Any], reference: dict[str, Any], path: tuple[str, ...], equal: Equal
+) -> bool:
     a, b = _lookup(predicted, path), _lookup(reference, path)
     if a is ABSENT or b is ABSENT:
         return a is b
-    return json_equal(a, b)
+    return equal(a, b)
 
 
-def _input_predicate(mode: ArgumentMode, where: str) -> _InputPredicate:
+def _input_predicate(mode: ArgumentMode, where: str, equal: Equal) -> _InputPredicate:
     if mode == "exact":
-        return json_equal
+        return equal
     if mode == "ignore":
         return lambda predicted, reference: True
     if mode == "subset":
-        return _contains
+        return lambda predicted, reference: _contains(predicted, reference, equal)
     if mode == "superset":
-        return lambda predicted, reference: _contains(reference, predicted)
+        return lambda predicted, reference: _contains(reference, predicted, equal)
     if (
         isinstance(mode, list | tuple)
         and mode
         and all(isinstance(key, str) and all(key.split(".")) for key in mode)
     ):
         paths = [tuple(key.split(".")) for key in mode]
-        return lambda predicted, reference: all(_same_at(predicted, reference, path) for path in paths)
+        return lambda predicted, reference: all(_same_at(predicted, reference, path, equal) for path in paths)
     raise ValueError(
         f"{where}: expected 'exact', 'ignore', 'subset', 'superset' or a non-empty list of dotted keys, "
         f"got {mode!r}"
@@ -146,12 +170,16 @@ def _input_predicate(mode: ArgumentMode, where: str) -> _InputPredicate:
 
 
 def call_matcher(
-    arguments: ArgumentMode = "exact", tool_arguments: Mapping[str, ArgumentMode] | None = None
+    arguments: ArgumentMode = "exact",
+    tool_arguments: Mapping[str, ArgumentMode] | None = None,
+    *,
+    equal: Equal = json_equal,
 ) -> Matcher:
-    """Build ``match(predicted, reference)`` once; a bad mode raises ValueError naming it."""
-    default = _input_predicate(arguments, "arguments")
+    """Build ``match(predicted, reference)`` once; a bad mode raises ValueError naming it.
+    ``equal`` compares JSON values (``memo_json_equal()`` for one run's calls compared often)."""
+    default = _input_predicate(arguments, "arguments", equal)
     overrides = {
-        tool: _input_predicate(mode, f"tool_arguments[{tool!r}]")
+        tool: _input_predicate(mode, f"tool_arguments[{tool!r}]", equal)
         for tool, mode in (tool_arguments or {}).items()
     }
     ignoring = {tool for tool, mode in (tool_arguments or {}).items() if mode == "ignore"}

@@ -30,14 +30,21 @@ parameters: use ``tool_correctness`` directly for them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias, cast
 
 from agenttrail.evaluators.metrics import trajectory
 from agenttrail.evaluators.metrics.calls import ToolCall, TrajectoryLike, parse_trajectory
 from agenttrail.evaluators.metrics.correctness import tool_correctness
-from agenttrail.evaluators.metrics.matching import ArgumentMode, NamedMode, NotComputable, call_matcher
+from agenttrail.evaluators.metrics.matching import (
+    ArgumentMode,
+    NamedMode,
+    NotComputable,
+    call_matcher,
+    memo_json_equal,
+)
+from agenttrail.evaluators.metrics.trajectory import Pairing, PairwiseMetric
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +55,31 @@ class RunData:
     reference: list[ToolCall] | None
     latency_s: float | None
     failure: bool | None
+    # The run's pairings by argument mode, and one canonical JSON per input for all of them: the
+    # pairwise metrics of one run share their matcher and maximum matching.
+    _pairings: dict[Hashable, Pairing] = field(default_factory=dict, compare=False, repr=False)
+    _equal: Callable[[object, object], bool] = field(
+        default_factory=memo_json_equal, compare=False, repr=False
+    )
+
+    def pairing(
+        self, arguments: ArgumentMode = "exact", tool_arguments: Mapping[str, ArgumentMode] | None = None
+    ) -> Pairing:
+        """The run's predicted and reference calls under one argument mode (needs a reference)."""
+        assert self.reference is not None  # compute_metrics only asks with a reference
+        key = (
+            _hashable(arguments),
+            tuple(sorted((tool, _hashable(mode)) for tool, mode in (tool_arguments or {}).items())),
+        )
+        found = self._pairings.get(key)
+        if found is None:
+            match = call_matcher(arguments, tool_arguments, equal=self._equal)
+            found = self._pairings[key] = Pairing(self.predicted, self.reference, match)
+        return found
+
+
+def _hashable(mode: ArgumentMode) -> Hashable:
+    return tuple(mode) if isinstance(mode, list | tuple) else mode
 
 
 Compute: TypeAlias = Callable[[RunData, Mapping[str, Any]], dict[str, float | None]]
@@ -150,10 +182,9 @@ _ARGUMENT_PARAMS = (
 _BOOL = "true|false"
 
 
-def _pairwise(name: str, metric: Callable[..., float]) -> MetricSpec:
+def _pairwise(name: str, metric: PairwiseMetric) -> MetricSpec:
     def compute(run: RunData, params: Mapping[str, Any]) -> dict[str, float | None]:
-        assert run.reference is not None  # compute_metrics only calls it with a reference
-        return {name: metric(run.predicted, run.reference, **params)}
+        return {name: metric(run.pairing(**params))}
 
     return MetricSpec(name, _ARGUMENT_PARAMS, needs_reference=True, outputs=(name,), compute=compute)
 
@@ -179,11 +210,11 @@ def _failure(run: RunData, params: Mapping[str, Any]) -> dict[str, float | None]
 METRICS: Mapping[str, MetricSpec] = {
     spec.name: spec
     for spec in (
-        _pairwise("trajectory_exact_match", trajectory.trajectory_exact_match),
-        _pairwise("trajectory_in_order_match", trajectory.trajectory_in_order_match),
-        _pairwise("trajectory_any_order_match", trajectory.trajectory_any_order_match),
-        _pairwise("trajectory_precision", trajectory.trajectory_precision),
-        _pairwise("trajectory_recall", trajectory.trajectory_recall),
+        _pairwise("trajectory_exact_match", trajectory.exact_match),
+        _pairwise("trajectory_in_order_match", trajectory.in_order_match),
+        _pairwise("trajectory_any_order_match", trajectory.any_order_match),
+        _pairwise("trajectory_precision", trajectory.precision),
+        _pairwise("trajectory_recall", trajectory.recall),
         MetricSpec(
             "trajectory_single_tool_use",
             (Param("tool_name", "str", None, _parse_name, required=True),),
@@ -209,10 +240,10 @@ METRICS: Mapping[str, MetricSpec] = {
             outputs=("tool_correctness", "tool_correctness_success"),
             compute=_tool_correctness,
         ),
-        _pairwise("strict", trajectory.strict),
-        _pairwise("superset", trajectory.superset),
-        _pairwise("subset", trajectory.subset),
-        _pairwise("unordered", trajectory.unordered),
+        _pairwise("strict", trajectory.exact_match),
+        _pairwise("superset", trajectory.any_order_match),
+        _pairwise("subset", trajectory.subset_match),
+        _pairwise("unordered", trajectory.unordered_match),
         MetricSpec("latency", (), needs_reference=False, outputs=("latency",), compute=_latency),
         MetricSpec("failure", (), needs_reference=False, outputs=("failure",), compute=_failure),
     )

@@ -44,24 +44,100 @@ reference is 1.0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from agenttrail.evaluators.metrics.calls import ToolCall, TrajectoryLike, parse_trajectory
 from agenttrail.evaluators.metrics.matching import ArgumentMode, Matcher, call_matcher, maximum_matching
 
 
-def _prepare(
+class Pairing:
+    """A predicted and a reference trajectory under one argument mode: what every pairwise metric
+    reads. The maximum matching is computed once however many metrics ask for it (the metric
+    catalogue keeps one pairing per run and mode)."""
+
+    __slots__ = ("_matched", "match", "predicted", "reference")
+
+    def __init__(self, predicted: list[ToolCall], reference: list[ToolCall], match: Matcher) -> None:
+        self.predicted, self.reference, self.match = predicted, reference, match
+        self._matched: int | None = None
+
+    @property
+    def matched(self) -> int:
+        """Pairs in a maximum one-to-one matching (raises NotComputable as the matcher does)."""
+        if self._matched is None:
+            self._matched = maximum_matching(self.predicted, self.reference, self.match)
+        return self._matched
+
+
+PairwiseMetric = Callable[[Pairing], float]
+
+
+def _pairing(
     predicted: TrajectoryLike,
     reference: TrajectoryLike,
     arguments: ArgumentMode,
     tool_arguments: Mapping[str, ArgumentMode] | None,
-) -> tuple[list[ToolCall], list[ToolCall], Matcher]:
+) -> Pairing:
     match = call_matcher(arguments, tool_arguments)
-    return parse_trajectory(predicted), parse_trajectory(reference), match
+    return Pairing(parse_trajectory(predicted), parse_trajectory(reference), match)
 
 
 def _flag(holds: bool) -> float:
     return 1.0 if holds else 0.0
+
+
+def exact_match(pairs: Pairing) -> float:
+    """``trajectory_exact_match`` of a pairing."""
+    pred, ref, match = pairs.predicted, pairs.reference, pairs.match
+    return _flag(len(pred) == len(ref) and all(map(match, pred, ref)))
+
+
+def in_order_match(pairs: Pairing) -> float:
+    """``trajectory_in_order_match`` of a pairing.
+
+    Greedy earliest matching is exact here for any per-pair predicate, including subset, superset
+    and wildcards: if some embedding puts reference call j at predicted index e_j, greedy puts it at
+    g_j <= e_j by induction (e_j > e_(j-1) >= g_(j-1) and e_j matches, so the first match after
+    g_(j-1) is no later than e_j), so greedy fails only when no embedding exists.
+    """
+    pred, match = pairs.predicted, pairs.match
+    position = 0
+    for reference_call in pairs.reference:
+        while position < len(pred) and not match(pred[position], reference_call):
+            position += 1
+        if position == len(pred):
+            return 0.0
+        position += 1
+    return 1.0
+
+
+def any_order_match(pairs: Pairing) -> float:
+    """``trajectory_any_order_match`` of a pairing."""
+    return _flag(pairs.matched == len(pairs.reference))
+
+
+def precision(pairs: Pairing) -> float:
+    """``trajectory_precision`` of a pairing."""
+    if not pairs.predicted:
+        return _flag(not pairs.reference)
+    return pairs.matched / len(pairs.predicted)
+
+
+def recall(pairs: Pairing) -> float:
+    """``trajectory_recall`` of a pairing."""
+    if not pairs.reference:
+        return 1.0
+    return pairs.matched / len(pairs.reference)
+
+
+def subset_match(pairs: Pairing) -> float:
+    """``subset`` of a pairing."""
+    return _flag(pairs.matched == len(pairs.predicted))
+
+
+def unordered_match(pairs: Pairing) -> float:
+    """``unordered`` of a pairing."""
+    return _flag(pairs.matched == len(pairs.predicted) == len(pairs.reference))
 
 
 def trajectory_exact_match(
@@ -72,8 +148,7 @@ def trajectory_exact_match(
     tool_arguments: Mapping[str, ArgumentMode] | None = None,
 ) -> float:
     """1.0 if both have the same length and call i matches call i for every i; both empty: 1.0."""
-    pred, ref, match = _prepare(predicted, reference, arguments, tool_arguments)
-    return _flag(len(pred) == len(ref) and all(map(match, pred, ref)))
+    return exact_match(_pairing(predicted, reference, arguments, tool_arguments))
 
 
 def trajectory_in_order_match(
@@ -83,33 +158,9 @@ def trajectory_in_order_match(
     arguments: ArgumentMode = "exact",
     tool_arguments: Mapping[str, ArgumentMode] | None = None,
 ) -> float:
-    """1.0 if the reference is a subsequence of the prediction (extras allowed); empty reference: 1.0.
-
-    Greedy earliest matching is exact here for any per-pair predicate, including subset, superset
-    and wildcards: if some embedding puts reference call j at predicted index e_j, greedy puts it at
-    g_j <= e_j by induction (e_j > e_(j-1) >= g_(j-1) and e_j matches, so the first match after
-    g_(j-1) is no later than e_j), so greedy fails only when no embedding exists.
-    """
-    pred, ref, match = _prepare(predicted, reference, arguments, tool_arguments)
-    position = 0
-    for reference_call in ref:
-        while position < len(pred) and not match(pred[position], reference_call):
-            position += 1
-        if position == len(pred):
-            return 0.0
-        position += 1
-    return 1.0
-
-
-def _matched_pairs(
-    predicted: TrajectoryLike,
-    reference: TrajectoryLike,
-    arguments: ArgumentMode,
-    tool_arguments: Mapping[str, ArgumentMode] | None,
-) -> tuple[int, int, int]:
-    """(matched pairs, len(predicted), len(reference)) under a maximum one-to-one matching."""
-    pred, ref, match = _prepare(predicted, reference, arguments, tool_arguments)
-    return maximum_matching(pred, ref, match), len(pred), len(ref)
+    """1.0 if the reference is a subsequence of the prediction (extras allowed); empty reference: 1.0
+    (see ``in_order_match`` for why greedy matching is exact)."""
+    return in_order_match(_pairing(predicted, reference, arguments, tool_arguments))
 
 
 def trajectory_any_order_match(
@@ -121,8 +172,7 @@ def trajectory_any_order_match(
 ) -> float:
     """1.0 if every reference call pairs with a distinct predicted call, order ignored; empty
     reference: 1.0."""
-    matched, _, n_reference = _matched_pairs(predicted, reference, arguments, tool_arguments)
-    return _flag(matched == n_reference)
+    return any_order_match(_pairing(predicted, reference, arguments, tool_arguments))
 
 
 def trajectory_precision(
@@ -133,10 +183,7 @@ def trajectory_precision(
     tool_arguments: Mapping[str, ArgumentMode] | None = None,
 ) -> float:
     """Matched pairs / len(predicted); empty prediction: 1.0 if the reference is empty, else 0.0."""
-    matched, n_predicted, n_reference = _matched_pairs(predicted, reference, arguments, tool_arguments)
-    if n_predicted == 0:
-        return _flag(n_reference == 0)
-    return matched / n_predicted
+    return precision(_pairing(predicted, reference, arguments, tool_arguments))
 
 
 def trajectory_recall(
@@ -147,10 +194,7 @@ def trajectory_recall(
     tool_arguments: Mapping[str, ArgumentMode] | None = None,
 ) -> float:
     """Matched pairs / len(reference); empty reference: 1.0."""
-    matched, _, n_reference = _matched_pairs(predicted, reference, arguments, tool_arguments)
-    if n_reference == 0:
-        return 1.0
-    return matched / n_reference
+    return recall(_pairing(predicted, reference, arguments, tool_arguments))
 
 
 def trajectory_single_tool_use(predicted: TrajectoryLike, tool_name: str) -> float:
@@ -170,8 +214,7 @@ def subset(
     tool_arguments: Mapping[str, ArgumentMode] | None = None,
 ) -> float:
     """1.0 if every predicted call pairs with a distinct reference call; an empty prediction passes."""
-    matched, n_predicted, _ = _matched_pairs(predicted, reference, arguments, tool_arguments)
-    return _flag(matched == n_predicted)
+    return subset_match(_pairing(predicted, reference, arguments, tool_arguments))
 
 
 def unordered(
@@ -182,5 +225,4 @@ def unordered(
     tool_arguments: Mapping[str, ArgumentMode] | None = None,
 ) -> float:
     """1.0 if the calls pair up one-to-one with none left over on either side (multiset equality)."""
-    matched, n_predicted, n_reference = _matched_pairs(predicted, reference, arguments, tool_arguments)
-    return _flag(matched == n_predicted == n_reference)
+    return unordered_match(_pairing(predicted, reference, arguments, tool_arguments))

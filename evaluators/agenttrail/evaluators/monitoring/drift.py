@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -498,20 +498,7 @@ def load_windows(
     sample tables, which hold a quarter of the runs (a hash sample is spread over every granule
     of a time-sorted table; there it reads a quarter of them). The same runs either way.
     """
-    recent_start, recent_end = query.recent_window()
-    baseline_start, baseline_end = query.baseline_window()
-    params: dict[str, Any] = {
-        "recent_start": ts6(recent_start.timestamp()),
-        "recent_end": ts6(recent_end.timestamp()),
-        "baseline_start": ts6(baseline_start.timestamp()) if baseline_start else ts6(0),
-        "baseline_end": ts6(baseline_end.timestamp()) if baseline_end else ts6(recent_end.timestamp()),
-        "version": query.baseline.version or "",
-    }
-    filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
-    params.update(filter_params)
-    # Both windows lie in [span_start, span_end): said as a plain range too, the rollups read only it.
-    bounds = (params["baseline_start"], params["baseline_end"], params["recent_start"], params["recent_end"])
-    params.update(span_start=min(bounds, key=float), span_end=max(bounds, key=float))
+    filters, params = window_params(query)
     windows: dict[str, tuple[Samples, Samples]] = {}
 
     def samples(agent: str, window: int) -> Samples:
@@ -519,15 +506,9 @@ def load_windows(
             windows[agent] = (Samples(), Samples())
         return windows[agent][window]
 
-    by_version = query.baseline.version is not None
-    run_window = _window_sql("Start", "AgentVersion = {version:String}", by_version)
+    window_of = run_window(query)
     # Exact counts, whole hours from the hourly rollups where they still match (drift_counts.py).
-    counts = window_counts(
-        store,
-        filters,
-        params,
-        lambda start: _window_sql(start, "AgentVersion = {version:String}", by_version),
-    )
+    counts = window_counts(store, filters, params, window_of)
     if any(n >= settings.min_samples for _, _, n in counts):
         significance.warm_up()  # tests will run: their import overlaps the reads below
     # Per agent, each window's hash limit (0: the window has none of its runs).
@@ -554,21 +535,31 @@ def load_windows(
             for w in part
         )
         columns = (
-            f"Agent, {run_window} AS w, Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount, ToolNames"
+            f"Agent, {window_of('Start')} AS w, "
+            "Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount, ToolNames"
         )
         where = [*filters, _part_span("Start", part), _in_part(part), keep]
         run_parts.append(runs_sql(where, columns, prewhere=[run_sample], tables=tables))
+
     # One row per (agent, window): its runs' values in time order and its tool-call counts, built
-    # in ClickHouse (a row per run into Python cost more than the tests that follow).
-    per_window = (
-        "SELECT Agent, w, length(runs), arrayMap(r -> toFloat64(r.4), runs), arrayMap(r -> r.5, runs), "
-        "arrayMap(r -> toFloat64(r.6), runs), tools.1, tools.2 FROM ("
-        "SELECT Agent, w, arraySort(groupArray((Start, TraceId, RootSpanId, Failure, LatencyS, ToolCount))) "
-        "AS runs, sumMap(ToolNames, arrayMap(name -> toUInt64(1), ToolNames)) AS tools "
-        f"FROM ({' UNION ALL '.join(run_parts)}) "
-        "GROUP BY Agent, w)"
-    )
-    for agent, window, count, failures, latencies, lengths, names, calls in store.query(per_window, params):
+    # in ClickHouse (a row per run into Python cost more than the tests that follow). Sorted by
+    # start alone (an integer key, not tuples holding the ids), and by the run's ids too only
+    # where two runs of a window share a start, as the scores are.
+    def per_window(order: str, key: str, first: int) -> str:
+        values = ", ".join(f"arrayMap(r -> toFloat64(r.{first + i}), runs)" for i in range(3))
+        return (
+            f"SELECT Agent, w, length(runs), {values}, tools.1, tools.2, {_shared_start('runs')} FROM ("
+            f"SELECT Agent, w, arraySort({key}, groupArray({order})) AS runs, "
+            "sumMap(ToolNames, arrayWithConstant(length(ToolNames), toUInt64(1))) AS tools "
+            f"FROM ({' UNION ALL '.join(run_parts)}) "
+            "GROUP BY Agent, w)"
+        )
+
+    measures = "Failure, LatencyS, ToolCount"
+    rows = store.query(per_window(f"(toUnixTimestamp64Micro(Start), {measures})", "r -> r.1", 2), params)
+    if any(shared for *_, shared in rows):
+        rows = store.query(per_window(f"(Start, TraceId, RootSpanId, {measures})", "r -> r", 4), params)
+    for agent, window, count, failures, latencies, lengths, names, calls, _ in rows:
         target = samples(agent, window)
         target.runs = int(count)
         target.values[FAILURE_RATE] = _array(failures)
@@ -581,6 +572,35 @@ def load_windows(
     return windows
 
 
+def window_params(query: DriftQuery) -> tuple[list[str], dict[str, Any]]:
+    """The conditions (agent, task) and query parameters of `query`'s windows, which every
+    query of `load_windows` reads (drift_counts.py and its test too): each window's range
+    (`baseline_start`...), the pinned `version`, the filters' values, and the span holding both
+    windows (`span_start`, `span_end`), a plain range the rollups read only."""
+    recent_start, recent_end = query.recent_window()
+    baseline_start, baseline_end = query.baseline_window()
+    params: dict[str, Any] = {
+        "recent_start": ts6(recent_start.timestamp()),
+        "recent_end": ts6(recent_end.timestamp()),
+        "baseline_start": ts6(baseline_start.timestamp()) if baseline_start else ts6(0),
+        "baseline_end": ts6(baseline_end.timestamp()) if baseline_end else ts6(recent_end.timestamp()),
+        "version": query.baseline.version or "",
+    }
+    filters, filter_params = filter_clauses((("Agent", "agent", query.agent), ("Task", "task", query.task)))
+    params.update(filter_params)
+    bounds = (params["baseline_start"], params["baseline_end"], params["recent_start"], params["recent_end"])
+    params.update(span_start=min(bounds, key=float), span_end=max(bounds, key=float))
+    return filters, params
+
+
+def run_window(query: DriftQuery) -> Callable[[str], str]:
+    """The window of a run (over `window_params`): -1 for none, 0 the baseline, 1 the recent
+    window, for a run starting at the SQL expression given (a run's, or an hour's, start)."""
+    by_version = query.baseline.version is not None
+    return lambda start: _window_sql(start, _IN_VERSION, by_version)
+
+
+_IN_VERSION = "AgentVersion = {version:String}"
 _RUN_HASH = "cityHash64(TraceId, RootSpanId)"
 _WINDOWS = ("baseline", "recent")  # by window index
 
@@ -655,23 +675,37 @@ def _load_scores(
     selects = []
     for tables, part in parts:
         largest = f"{_RUN_HASH} <= " + _greatest(f"{{keep_{_WINDOWS[w]}:UInt64}}" for w in part)
-        in_version = (
-            "(TraceId, RootSpanId) IN ("
-            + runs_sql(
-                ["AgentVersion = {version:String}"], "TraceId, RootSpanId", prewhere=[largest], tables=tables
-            )
-            + ")"
-        )
-        window = _window_sql("RunStart", in_version, query.baseline.version is not None)
         where = [*filters, _part_span("RunStart", part), "Metric NOT IN {run_metrics:Array(String)}"]
         if query.metrics:
             where.append("Metric IN {metrics:Array(String)}")
+        # Against a version, a part without its whole history (the recent window, or a baseline
+        # period) takes the version's runs among those its score rows name, found by hash first:
+        # a set of the (TraceId, RootSpanId) of every run of the version under the limit cost
+        # more to build than the rest of the query. A run's rows share its hash, so it is exact.
+        named = [largest]
+        if 0 not in part or query.baseline.since is not None:
+            named.append(
+                f"{_RUN_HASH} IN (SELECT {_RUN_HASH} FROM {tables.scores} "
+                f"PREWHERE {largest} AND {' AND '.join(where)})"
+            )
+        in_version = (
+            "(TraceId, RootSpanId) IN ("
+            + runs_sql([_IN_VERSION], "TraceId, RootSpanId", prewhere=named, tables=tables)
+            + ")"
+        )
+        window = _window_sql("RunStart", in_version, query.baseline.version is not None)
         score_sample = f"{_RUN_HASH} <= " + _greatest(
             f"if({_between('RunStart', f'{_WINDOWS[w]}_start', f'{_WINDOWS[w]}_end')}, "
             f"{{keep_{_WINDOWS[w]}:UInt64}}, 0)"
             for w in part
         )
-        scores = scores_sql(where, prewhere=[score_sample], run_prewhere=[largest], tables=tables)
+        scores = scores_sql(
+            where,
+            prewhere=[score_sample],
+            run_prewhere=[largest],
+            tables=tables,
+            multi_version=params["multi_version"],
+        )
         selects.append(
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, w FROM ("
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, {window} AS w FROM ({scores})) "
@@ -681,26 +715,24 @@ def _load_scores(
     # Each window's scores in time order, ties by the run's ids: sorted by start alone (sorting
     # tuples holding the ids took a third of the query), and by the ids too only where two
     # scores of a window share a start.
-    def per_window(value: int, order: str, starts: str) -> str:
+    def per_window(value: int, order: str, key: str) -> str:
         return (
-            f"SELECT Agent, w, Metric, arrayMap(s -> s.{value}, sorted), {starts} FROM ("
-            f"SELECT Agent, w, Metric, arraySort(groupArray({order})) AS sorted "
+            f"SELECT Agent, w, Metric, arrayMap(s -> s.{value}, sorted), {_shared_start('sorted')} FROM ("
+            f"SELECT Agent, w, Metric, arraySort({key}, groupArray({order})) AS sorted "
             f"FROM ({' UNION ALL '.join(selects)}) "
             f"WHERE Score IS NOT NULL AND {keep} GROUP BY Agent, w, Metric)"
         )
 
     start_us = "toUnixTimestamp64Micro(RunStart)"
-    rows = store.query(
-        per_window(2, f"({start_us}, assumeNotNull(Score))", "arrayMap(s -> s.1, sorted)"), params
-    )
-    if any(_shares_a_start(starts) for *_, starts in rows):
+    rows = store.query(per_window(2, f"({start_us}, assumeNotNull(Score))", "s -> s.1"), params)
+    if any(shared for *_, shared in rows):
         rows = store.query(
-            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "[]"), params
+            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "s -> s"), params
         )
     for agent, window_index, metric, scores_in_order, _ in rows:
         samples(agent, window_index).values[metric] = _array(scores_in_order)
 
 
-def _shares_a_start(starts: Sequence[int]) -> bool:
-    """Two of these sorted start times are equal."""
-    return bool(np.any(np.diff(np.asarray(starts, dtype=np.int64)) == 0))
+def _shared_start(array: str) -> str:
+    """Whether two neighbours in `array`, sorted tuples with the start first, share a start."""
+    return f"arrayExists((a, b) -> a.1 = b.1, arrayPopBack({array}), arrayPopFront({array}))"

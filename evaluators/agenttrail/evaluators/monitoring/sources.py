@@ -95,6 +95,7 @@ def scores_sql(
     prewhere: Sequence[str] = (),
     run_prewhere: Sequence[str] = (),
     tables: Tables | None = None,
+    multi_version: Sequence[str] | None = None,
 ) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
 
@@ -104,9 +105,16 @@ def scores_sql(
     condition that keeps some of a run's rows and drops others (one on RunStart, when the run
     moved) would change which is latest: that part takes `run_prewhere` instead, conditions on
     the run's ids alone, which keep or drop all of a run's rows. `tables`: as for `runs_sql`.
+    `multi_version`: the parameter's value, if known here; when empty, the second part (which
+    would read rows only to drop them all) is left out.
     """
     read = tables or SOURCE
     table = read.scores
+    if multi_version is not None and not multi_version:
+        return f"""
+SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
+{_filtered(where, prewhere, read)}
+"""
     single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere, read)
     multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere, read)
     return f"""
