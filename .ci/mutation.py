@@ -65,6 +65,7 @@ PROFILES = {
         modules=(
             *CI.modules,
             "src/agenttrail/collector/ingest.py",
+            "src/agenttrail/collector/spool_gate.py",
             "src/agenttrail/collector/trajectory.py",
             "src/agenttrail/evaluators/metrics/*",
         ),
@@ -73,6 +74,7 @@ PROFILES = {
             "tests/collector/test_bearer_auth.py",
             "tests/collector/test_pipeline.py",
             "tests/collector/test_receivers.py",
+            "tests/collector/test_spool_errors.py",
             "tests/collector/test_trajectory.py",
             "tests/evaluators/metrics",
         ),

@@ -122,7 +122,26 @@ def store(chdb_dir: Path, database: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+def grpc_path(request: pytest.FixtureRequest) -> dict[str, bool]:
+    """`grpc_process` for the sidecars the fixtures build from a `SidecarConfig` (which reads no
+    environment): false for a test marked `grpc_in_serve` (it patches or reads serve's own gRPC
+    receiver), else `AGENTTRAIL_GRPC_PROCESS` (true / false) from the tests' environment, so the
+    suite runs on either gRPC receiver path; empty (the config's default) when that is unset. A
+    test that passes `grpc_process` itself keeps its value."""
+    if request.node.get_closest_marker("grpc_in_serve"):
+        return {"grpc_process": False}
+    value = os.environ.get("AGENTTRAIL_GRPC_PROCESS", "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return {"grpc_process": True}
+    if value in ("0", "false", "no", "off"):
+        return {"grpc_process": False}
+    return {}
+
+
+@pytest.fixture
+def start_sidecar(
+    chdb_dir: Path, database: str, tmp_path: Path, grpc_path: dict[str, bool]
+) -> Iterator[Callable[..., Any]]:
     """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
     from agenttrail.collector.config import SidecarConfig
     from agenttrail.evaluators.composition import build_sidecar
@@ -139,6 +158,7 @@ def start_sidecar(chdb_dir: Path, database: str, tmp_path: Path) -> Iterator[Cal
             "quiet_period_s": 0.3,
             "idle_timeout_s": 1.0,
             "flush_interval_s": 0.05,
+            **grpc_path,
         }
         settings.update(overrides)
         sidecar = build_sidecar(SidecarConfig(**settings), config_file)

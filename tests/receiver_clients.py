@@ -41,7 +41,7 @@ def grpc_export(address: str, body: bytes, metadata: tuple[tuple[str, str], ...]
 
 
 def stored_span_names(sidecar: Any, trace_id: str) -> list[str]:
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     rows = sidecar.store.query(
         "SELECT SpanName FROM otel_traces WHERE TraceId = {t:String} ORDER BY SpanName", {"t": trace_id}
     )

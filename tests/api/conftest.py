@@ -38,5 +38,5 @@ def connect() -> Iterator[Callable[[str], tuple[grpc.Channel, EvaluationServiceS
 def api(start_sidecar: Callable[..., Any], connect: Callable[[str], Any]) -> Api:
     """A sidecar with the evaluator installed, as `serve` builds it, and a client to its API."""
     sidecar = start_sidecar()
-    channel, stub = connect(sidecar.grpc.address)
+    channel, stub = connect(sidecar.grpc_address)
     return Api(sidecar, channel, stub)

@@ -20,7 +20,7 @@ EVALUATE = pb.EvaluateRequest(trajectory=pb.Trajectory(tool_calls=[pb.ToolCall(n
 def test_the_bearer_token_of_otlp_guards_the_api(start_sidecar: Callable[..., Any], connect: Any) -> None:
     """With a bearer token configured, calls without it or with another are UNAUTHENTICATED."""
     sidecar = start_sidecar(bearer_token="s3cret")
-    _, stub = connect(sidecar.grpc.address)
+    _, stub = connect(sidecar.grpc_address)
     for metadata in ((), (("authorization", "Bearer wrong"),), (("authorization", "s3cret"),)):
         for call, request in ((stub.Evaluate, EVALUATE), (stub.ListScores, pb.ListScoresRequest())):
             with pytest.raises(grpc.RpcError) as caught:

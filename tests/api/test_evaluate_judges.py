@@ -56,7 +56,7 @@ def judged_api(
     config = tmp_path / "agenttrail.yaml"
     config.write_text(yaml.safe_dump({"judges": [definition]}))
     sidecar = start_sidecar(str(config))
-    return connect(sidecar.grpc.address)[1]
+    return connect(sidecar.grpc_address)[1]
 
 
 def evaluate_request(*judges: pb.JudgeSpec, **extra: Any) -> pb.EvaluateRequest:

@@ -16,7 +16,7 @@ from agenttrail.collector.sidecar import Sidecar
 
 @pytest.fixture
 def collector(
-    chdb_dir: Path, database: str, tmp_path: Path, request: Any, monkeypatch: Any
+    chdb_dir: Path, database: str, tmp_path: Path, request: Any, monkeypatch: Any, grpc_path: dict[str, bool]
 ) -> Iterator[Sidecar]:
     """The collector alone (receivers, spool, writer, assembler) on loopback: a third of the
     start-up time of `start_sidecar`, which also installs the evaluators. Parametrize it
@@ -34,6 +34,7 @@ def collector(
             quiet_period_s=0.3,
             idle_timeout_s=1.0,
             flush_interval_s=0.05,
+            **grpc_path,
         )
     )
     sidecar.start()

@@ -162,7 +162,7 @@ def test_otlp_http_refuses_a_missing_or_wrong_token_and_stores_nothing(guarded: 
     accepted = new_trace_id()
     good_body = request(agent_span(accepted, new_span_id(), 0, 1)).SerializeToString()
     assert post_traces(guarded.http.address, good_body, GOOD) == 200
-    assert guarded.pipeline.flush(30)
+    assert guarded.flush(30)
     rows = guarded.store.query(
         "SELECT TraceId, count() FROM otel_traces WHERE TraceId IN ({a:String}, {r:String}) GROUP BY TraceId",
         {"a": accepted, "r": refused},
@@ -173,7 +173,7 @@ def test_otlp_http_refuses_a_missing_or_wrong_token_and_stores_nothing(guarded: 
 def test_otlp_grpc_refuses_a_missing_or_wrong_token(guarded: Any) -> None:
     """TraceService/Export is UNAUTHENTICATED for each wrong header and served with the token."""
     body = request(agent_span(new_trace_id(), new_span_id(), 0, 1)).SerializeToString()
-    with grpc.insecure_channel(guarded.grpc.address) as channel:
+    with grpc.insecure_channel(guarded.grpc_address) as channel:
         export = channel.unary_unary(OTLP_EXPORT, request_serializer=None, response_deserializer=None)
         for authorization in BAD:
             with pytest.raises(grpc.RpcError) as caught:
@@ -189,7 +189,7 @@ def test_evaluation_service_refuses_a_missing_or_wrong_token(guarded: Any) -> No
         ("GetRun", pb.GetRunRequest(trace_id="ab" * 16)),
         ("ListScores", pb.ListScoresRequest()),
     )
-    with grpc.insecure_channel(guarded.grpc.address) as channel:
+    with grpc.insecure_channel(guarded.grpc_address) as channel:
         stub = EvaluationServiceStub(channel)
         for name, message in calls:
             for authorization in BAD:

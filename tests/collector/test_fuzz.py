@@ -24,7 +24,7 @@ def test_fuzzed_requests_get_clear_answers_and_every_acknowledged_canary_is_stor
     accepted is stored, nothing quarantined, and the sidecar stays ready. On both store paths:
     ClickHouse decoding the spooled protobuf (seeds 1, 2), and rows rendered in Python (seed 3)."""
     sidecar = collector
-    report = run_fuzz(sidecar.http.address, sidecar.grpc.address, FuzzCases(seed).cases(CASES))
+    report = run_fuzz(sidecar.http.address, sidecar.grpc_address, FuzzCases(seed).cases(CASES))
     assert not report.violations, report.describe_violations()
     kinds = report.by_kind()
     # The run exercised every kind of answer on every transport, so the checks above had material.

@@ -209,7 +209,7 @@ def test_adopted_leftovers_are_replayed_at_start(start_sidecar: Any, tmp_path: P
     spans = (agent_span(trace, root, 0, 5), tool_span(trace, new_span_id(), root, "t", 1, 2))
     left.append(request(*spans).SerializeToString())
     left.close()
-    sidecar = start_sidecar()  # the setting off: the leftovers are stored all the same
+    sidecar = start_sidecar(grpc_process=False)  # the setting off: the leftovers are stored all the same
     assert stored_names(sidecar, trace) == ["execute_tool t", "invoke_agent bot"]
     assert adopt_leftovers(spool_dir) == []
 

@@ -196,6 +196,7 @@ def test_connections_past_the_limit_get_503(start_sidecar: Any) -> None:
         sock.close()
 
 
+@pytest.mark.grpc_in_serve  # one budget for both receivers in serve; the receiver process has its own
 def test_in_flight_byte_budget_refuses_before_reading_and_across_receivers(start_sidecar: Any) -> None:
     """While one request holds most of the in-flight byte budget, a request that does not fit is
     refused at once (HTTP 429 + Retry-After, gRPC UNAVAILABLE + retry-after), a small one is not;
@@ -221,7 +222,7 @@ def test_in_flight_byte_budget_refuses_before_reading_and_across_receivers(start
     assert status == 429
     assert headers["Retry-After"] == "1"
     with pytest.raises(grpc.RpcError) as caught:
-        grpc_export(sidecar.grpc.address, big)
+        grpc_export(sidecar.grpc_address, big)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert ("retry-after", "1") in (caught.value.trailing_metadata() or ())
     assert post(sidecar.http.address, one_span(trace, "small"))[0] == 200

@@ -258,7 +258,7 @@ def test_a_segment_the_store_refuses_is_split_and_only_the_bad_record_quarantine
     trace = new_trace_id()
     for name in ("before", "poison", "after"):
         sidecar.pipeline.accept(request(SpanSpec(trace, new_span_id(), name, 0, 1)).SerializeToString())
-    assert sidecar.pipeline.flush(60)
+    assert sidecar.flush(60)
     assert (spans_of(sidecar, "before"), spans_of(sidecar, "poison"), spans_of(sidecar, "after")) == (1, 0, 1)
     [entry] = sidecar.pipeline.quarantine.entries()
     assert "refused by the store" in entry.reason
@@ -272,7 +272,7 @@ def test_a_segment_the_store_refuses_is_split_and_only_the_bad_record_quarantine
     assert sidecar.pipeline.counters.stored_spans == 2
     # Later requests go straight through.
     sidecar.pipeline.accept(request(SpanSpec(trace, new_span_id(), "later", 0, 1)).SerializeToString())
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     assert spans_of(sidecar, "later") == 1
     # The cause fixed, the record re-queued: the running writer stores it.
     sidecar.store.command("ALTER TABLE otel_traces DROP CONSTRAINT no_poison")
@@ -300,7 +300,7 @@ def test_one_request_spanning_hundreds_of_days_is_stored(start_sidecar: Any) -> 
     trace = new_trace_id()
     batch = sidecar.pipeline.accept(spans_over_years(trace, 400))
     assert batch.accepted == 400
-    assert sidecar.pipeline.flush(120)
+    assert sidecar.flush(120)
     rows = sidecar.store.query(
         "SELECT count(), uniqExact(toDate(Timestamp)) FROM otel_traces WHERE TraceId = {t:String}",
         {"t": trace},
@@ -315,7 +315,7 @@ def test_python_rendered_path_also_stores_hundreds_of_days(start_sidecar: Any, m
     sidecar = start_sidecar()
     trace = new_trace_id()
     sidecar.pipeline.accept(spans_over_years(trace, 300))
-    assert sidecar.pipeline.flush(120)
+    assert sidecar.flush(120)
     assert sidecar.store.query(
         "SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace}
     ) == [(300,)]

@@ -17,6 +17,7 @@ from receiver_clients import grpc_export, post, stored_span_names
 from agenttrail.collector.ingest import INGEST_SLOTS
 
 
+@pytest.mark.grpc_in_serve  # both receivers share serve's slots here (the process has its own)
 def test_a_request_that_would_wait_too_long_is_refused_with_a_retry_hint(
     start_sidecar: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -48,7 +49,7 @@ def test_a_request_that_would_wait_too_long_is_refused_with_a_retry_hint(
         assert b"ingest_max_wait_s" in body
         late = request(SpanSpec(trace, new_span_id(), "refused-grpc", 0, 1)).SerializeToString()
         with pytest.raises(grpc.RpcError) as caught:
-            grpc_export(sidecar.grpc.address, late)
+            grpc_export(sidecar.grpc_address, late)
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         assert dict(caught.value.trailing_metadata() or ())["retry-after"] == "1"
         assert "ingest_max_wait_s" in (caught.value.details() or "")

@@ -67,16 +67,17 @@ def test_an_internal_error_is_a_clear_500_and_the_next_request_is_served(
     assert healthy, detail
 
 
+@pytest.mark.grpc_in_serve  # the fault is injected into serve's pipeline; the process has its own
 def test_an_internal_error_over_grpc_is_internal_with_a_message(collector: Any) -> None:
     """gRPC: INTERNAL with the same message (never a dropped call); the next export succeeds."""
     sidecar = collector
     trace = new_trace_id()
     fail_on(sidecar, b"boom")
     with pytest.raises(grpc.RpcError) as caught:
-        grpc_export(sidecar.grpc.address, one_span(trace, "boom"))
+        grpc_export(sidecar.grpc_address, one_span(trace, "boom"))
     assert caught.value.code() == grpc.StatusCode.INTERNAL
     assert "injected fault: span table exploded" in (caught.value.details() or "")
-    grpc_export(sidecar.grpc.address, one_span(trace, "after"))
+    grpc_export(sidecar.grpc_address, one_span(trace, "after"))
     assert sidecar.grpc.limiter.held == 0
     assert stored_span_names(sidecar, trace) == ["after"]
 

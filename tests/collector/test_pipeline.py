@@ -19,7 +19,7 @@ def sdk_provider(sidecar: Any, protocol: str) -> TracerProvider:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
-        exporter: Any = GrpcExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True)
+        exporter: Any = GrpcExporter(endpoint=f"http://{sidecar.grpc_address}", insecure=True)
     else:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
@@ -148,7 +148,7 @@ def test_restart_in_the_middle_resumes_assembly(start_sidecar: Any) -> None:
             agent_span(trace, root, 0, 10), tool_span(trace, new_span_id(), root, "before", 1, 2)
         ).SerializeToString()
     )
-    assert first.pipeline.flush(30)
+    assert first.flush(30)
     assert runs_of(first, trace) == []  # still inside its quiet period
     first.stop()
     second = start_sidecar(quiet_period_s=0.2)
@@ -176,7 +176,7 @@ def test_runs_stored_before_a_crash_are_replaced_after_the_restart(start_sidecar
     # The agent span is stored (its trace then waits out the quiet period), then the crash: the
     # runs stored above lose their assembly state.
     first.pipeline.accept(request(agent_span(trace, root, 0, 10, parent=parent)).SerializeToString())
-    assert first.pipeline.flush(30)
+    assert first.flush(30)
     first.store.command("DELETE FROM assembly_state WHERE TraceId = {t:String}", {"t": trace})
     first.stop()
     second = start_sidecar(quiet_period_s=0.2)

@@ -85,7 +85,7 @@ def test_python_sdk_runs_over_grpc_http_protobuf_and_json_become_trajectories(st
     traces: dict[str, str] = {}
 
     spans = agent_run("grpc")
-    grpc_exporter = GrpcExporter(endpoint=f"http://{sidecar.grpc.address}", insecure=True)
+    grpc_exporter = GrpcExporter(endpoint=f"http://{sidecar.grpc_address}", insecure=True)
     assert grpc_exporter.export(spans) == SpanExportResult.SUCCESS
     grpc_exporter.shutdown()
     traces[trace_of(spans)] = "grpc"

@@ -103,11 +103,11 @@ def test_grpc_partial_success_and_invalid_argument(start_sidecar: Any) -> None:
     """gRPC: mixed spans -> partial_success; an undecodable body -> INVALID_ARGUMENT with a message."""
     sidecar = start_sidecar()
     trace = new_trace_id()
-    response = ExportTraceServiceResponse.FromString(grpc_export(sidecar.grpc.address, mixed_request(trace)))
+    response = ExportTraceServiceResponse.FromString(grpc_export(sidecar.grpc_address, mixed_request(trace)))
     assert response.partial_success.rejected_spans == 1
     assert stored_span_names(sidecar, trace) == ["good"]
     with pytest.raises(grpc.RpcError) as caught:
-        grpc_export(sidecar.grpc.address, b"\xff\xff\xff")
+        grpc_export(sidecar.grpc_address, b"\xff\xff\xff")
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "protobuf" in (caught.value.details() or "")
 
@@ -119,9 +119,9 @@ def test_bearer_token_required_when_configured(start_sidecar: Any) -> None:
     assert post(sidecar.http.address, body)[0] == 401
     assert post(sidecar.http.address, body, headers={"Authorization": "Bearer s3cret"})[0] == 200
     with pytest.raises(grpc.RpcError) as caught:
-        grpc_export(sidecar.grpc.address, body)
+        grpc_export(sidecar.grpc_address, body)
     assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
-    grpc_export(sidecar.grpc.address, body, metadata=(("authorization", "Bearer s3cret"),))
+    grpc_export(sidecar.grpc_address, body, metadata=(("authorization", "Bearer s3cret"),))
 
 
 def test_store_down_answers_503_then_recovers_without_loss(start_sidecar: Any) -> None:
@@ -149,7 +149,7 @@ def test_store_down_answers_503_then_recovers_without_loss(start_sidecar: Any) -
     assert int(headers["Retry-After"]) > 0
     with pytest.raises(grpc.RpcError) as caught:
         grpc_export(
-            sidecar.grpc.address, request(SpanSpec(trace, new_span_id(), "y", 0, 1)).SerializeToString()
+            sidecar.grpc_address, request(SpanSpec(trace, new_span_id(), "y", 0, 1)).SerializeToString()
         )
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     sidecar.store.command(OTEL_TRACES)  # the store comes back

@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 from otlp_builders import SpanSpec, new_span_id, new_trace_id, request
+from receiver_clients import grpc_export
 
 from agenttrail.collector import spool as spool_module
 from agenttrail.collector.errors import OverloadedError
@@ -129,7 +130,7 @@ def test_disk_full_answers_503_and_unavailable_then_resumes(start_sidecar: Any, 
     sidecar = start_sidecar(spool_dir=str(spool_dir))
     trace = new_trace_id()
     assert post(sidecar.http.address, body(trace, "before"))[0] == 200
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     filler = small_disk / "filler"
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
     try:
@@ -141,7 +142,7 @@ def test_disk_full_answers_503_and_unavailable_then_resumes(start_sidecar: Any, 
     status, headers = post(sidecar.http.address, big)
     assert status == 503
     assert int(headers["retry-after"]) > 0
-    assert grpc_code(sidecar.grpc.address, big) == grpc.StatusCode.UNAVAILABLE
+    assert grpc_code(sidecar.grpc_address, big) == grpc.StatusCode.UNAVAILABLE
     healthy, detail = sidecar.health()
     assert not healthy
     assert detail["ingest"]["disk"]["ok"] is False
@@ -150,9 +151,12 @@ def test_disk_full_answers_503_and_unavailable_then_resumes(start_sidecar: Any, 
     assert all(segment.stat().st_size == 0 for segment in spool_dir.glob("segment-*.spool"))
     filler.unlink()  # space frees: the next request goes through, nothing else needed
     assert post(sidecar.http.address, body(trace, "after", padding=64 * 1024))[0] == 200
-    assert sidecar.pipeline.flush(30)
+    # Each receiver path learns that its spool is writable again at its own next write (with
+    # `grpc_process` the gRPC receiver process spools apart from serve).
+    grpc_export(sidecar.grpc_address, body(trace, "after-grpc"))
+    assert sidecar.flush(30)
     assert sidecar.health()[0]
     rows = sidecar.store.query(
         "SELECT SpanName FROM otel_traces WHERE TraceId = {t:String} ORDER BY SpanName", {"t": trace}
     )
-    assert rows == [("after",), ("before",)]
+    assert rows == [("after",), ("after-grpc",), ("before",)]

@@ -61,7 +61,7 @@ def plaintext_post(address: str, body: bytes) -> int:
 
 
 def stored_traces(sidecar: Any, *trace_ids: str) -> set[str]:
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     rows = sidecar.store.query(
         "SELECT DISTINCT TraceId FROM otel_traces WHERE has({ids:Array(String)}, TraceId)",
         {"ids": list(trace_ids)},
@@ -106,7 +106,7 @@ def test_grpc_serves_a_client_that_trusts_the_certificate(
     trace = new_trace_id()
     body = request(agent_span(trace, new_span_id(), 0, 1)).SerializeToString()
     credentials = grpc.ssl_channel_credentials(root_certificates=server.cert_pem)
-    with grpc.secure_channel(tls_sidecar.grpc.address, credentials) as channel:
+    with grpc.secure_channel(tls_sidecar.grpc_address, credentials) as channel:
         export = channel.unary_unary(OTLP_EXPORT, request_serializer=None, response_deserializer=None)
         assert export(body, timeout=30) == b""
         listed = EvaluationServiceStub(channel).ListScores(pb.ListScoresRequest(), timeout=30)
@@ -123,9 +123,9 @@ def test_grpc_client_that_does_not_trust_the_certificate_fails(
     body = request(agent_span(trace, new_span_id(), 0, 1)).SerializeToString()
     channels = (
         grpc.secure_channel(
-            tls_sidecar.grpc.address, grpc.ssl_channel_credentials(root_certificates=other.cert_pem)
+            tls_sidecar.grpc_address, grpc.ssl_channel_credentials(root_certificates=other.cert_pem)
         ),
-        grpc.insecure_channel(tls_sidecar.grpc.address),
+        grpc.insecure_channel(tls_sidecar.grpc_address),
     )
     for channel in channels:
         with channel:
@@ -146,7 +146,7 @@ def test_plain_sidecar_is_not_mistaken_for_tls(
     with pytest.raises(ssl.SSLError):
         https(sidecar.http.address, context, "GET", "/healthz")
     credentials = grpc.ssl_channel_credentials(root_certificates=server.cert_pem)
-    with grpc.secure_channel(sidecar.grpc.address, credentials) as channel:
+    with grpc.secure_channel(sidecar.grpc_address, credentials) as channel:
         export = channel.unary_unary(OTLP_EXPORT, request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as caught:
             export(b"", timeout=10)

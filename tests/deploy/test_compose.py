@@ -114,7 +114,7 @@ def test_the_demo_agent_sends_runs_a_sidecar_assembles(start_sidecar: Any, tmp_p
     sidecar = start_sidecar()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTTRAIL_STORE", "OTEL_"))}
     env.update(
-        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{sidecar.grpc.address}",
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://{sidecar.grpc_address}",
         DEMO_RUNS="6",
         DEMO_RUNS_PER_MINUTE="600",
         PATH=f"{VENV_BIN}:{env.get('PATH', '')}",

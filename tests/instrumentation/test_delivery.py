@@ -100,7 +100,7 @@ def test_configure_arguments_deliver_with_the_sidecars_token(
     """configure(endpoint=, protocol=, headers={authorization: Bearer ...}) delivers to a sidecar
     that requires the token, on force_flush() or shutdown()."""
     sidecar = start_sidecar(bearer_token=TOKEN)
-    address = sidecar.grpc.address if protocol == "grpc" else sidecar.http.address
+    address = sidecar.grpc_address if protocol == "grpc" else sidecar.http.address
     plan = {
         "configure": {
             "endpoint": f"http://{address}",
@@ -118,7 +118,7 @@ def test_otel_exporter_variables_deliver_with_the_sidecars_token(
 ) -> None:
     """configure() with no arguments follows OTEL_EXPORTER_OTLP_ENDPOINT / _PROTOCOL / _HEADERS."""
     sidecar = start_sidecar(bearer_token=TOKEN)
-    address = sidecar.grpc.address if protocol == "grpc" else sidecar.http.address
+    address = sidecar.grpc_address if protocol == "grpc" else sidecar.http.address
     env = {
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{address}",
         "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
@@ -150,10 +150,10 @@ def test_without_the_token_nothing_is_stored(
     """The control: the same agent without headers= is refused, so the cases above pass because of
     the token they send."""
     sidecar = start_sidecar(bearer_token=TOKEN)
-    address = sidecar.grpc.address if protocol == "grpc" else sidecar.http.address
+    address = sidecar.grpc_address if protocol == "grpc" else sidecar.http.address
     plan = {"configure": {"endpoint": f"http://{address}", "protocol": protocol}, "finish": "shutdown"}
     trace_id = run_agent(agents, plan)
-    assert sidecar.pipeline.flush(30)
+    assert sidecar.flush(30)
     rows = sidecar.store.query("SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace_id})
     assert rows[0][0] == 0
     assert sidecar.pipeline.counters.accepted_spans == 0

@@ -70,7 +70,7 @@ def test_js_sdk_runs_become_trajectories(start_sidecar: Any, node_modules: Path)
     sidecar = start_sidecar()
     traces: dict[str, tuple[str, str]] = {}
     for protocol, compression in CASES:
-        endpoint = f"http://{sidecar.grpc.address if protocol == 'grpc' else sidecar.http.address}"
+        endpoint = f"http://{sidecar.grpc_address if protocol == 'grpc' else sidecar.http.address}"
         traces[export_with_js(node_modules, protocol, endpoint, compression)] = (protocol, compression)
     assert sidecar.wait_until_assembled(60)
     for trace_id, (protocol, compression) in traces.items():

@@ -28,12 +28,13 @@ from typing import Any
 import grpc
 
 from agenttrail.collector.canonical import SpanLimits, canonicalize
-from agenttrail.collector.errors import AgentTrailError, OverloadedError, SpoolError
+from agenttrail.collector.errors import AgentTrailError, OverloadedError
 from agenttrail.collector.grpc_receiver import SERVICE, GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
 from agenttrail.collector.ingest_slots import IngestSlots, SlotWaitRefused
 from agenttrail.collector.otlp_decode import FORMAT_PROTOBUF, DecodedBatch, parse_protobuf
 from agenttrail.collector.spool import Spool
+from agenttrail.collector.spool_gate import SpoolGate, SpoolWriteRefused
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,8 @@ SHARED_SIZE = 3
 # How often the process looks whether to hand over its open segment, and reports.
 TICK_S = 0.02
 REPORT_EVERY = 5  # ticks
-# Retry-After for a spool that cannot be written (as ingest.SPOOL_RETRY_AFTER_S).
-SPOOL_RETRY_AFTER_S = 10
+# The process's counters (in its reports; serve adds them up over restarts for /healthz, /metrics).
+COUNTERS = ("accepted_spans", "rejected_spans", "refused_requests", "refused_waits", "spool_write_errors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ class SpoolFront:
         self._shared = shared
         self._slots = IngestSlots(max_wait_s=settings.max_wait_s)
         self._spool = Spool(Path(settings.spool_dir), fsync=settings.spool_fsync)
+        self._gate = SpoolGate(self._spool, settings.max_queue_rows)
         self._lock = threading.Lock()  # the spool and the open batch
         # Messages go out on a thread of their own: a pipe full while serve is busy must not
         # hold an acknowledgement (a hand-over happens under `_lock`).
@@ -92,10 +94,7 @@ class SpoolFront:
         self._opened_at = 0.0
         self._stopping = False
         self.parent_gone = False
-        self._disk_error = ""
-        self.counters: dict[str, int] = dict.fromkeys(
-            ("accepted_spans", "rejected_spans", "refused_requests", "refused_waits", "spool_write_errors"), 0
-        )
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     def accept(
         self, body: bytes, body_format: int = FORMAT_PROTOBUF, *, waiting_since: float | None = None
@@ -105,6 +104,7 @@ class SpoolFront:
         except OverloadedError as exc:
             self.counters["refused_requests"] += 1
             self.counters["refused_waits"] += isinstance(exc, SlotWaitRefused)
+            self.counters["spool_write_errors"] += isinstance(exc, SpoolWriteRefused)
             raise
 
     def _accept(self, body: bytes) -> DecodedBatch:
@@ -115,32 +115,13 @@ class SpoolFront:
             return batch
         record = request.SerializeToString()  # what was checked, never the client's bytes
         with self._lock:
-            queued = int(self._shared[QUEUED]) + self._open_rows
-            if queued + batch.accepted > self._settings.max_queue_rows and queued > 0:
-                down = bool(self._shared[STORE_DOWN])
-                reason = "the span store is unavailable" if down else "the ingest queue is full"
-                raise OverloadedError(
-                    f"{reason} ({queued} spans queued, limit {self._settings.max_queue_rows}); retry later",
-                    retry_after_s=5 if down else 1,
-                    store_down=down,
-                )
-            if self._stopping:
-                raise OverloadedError("the collector is shutting down", retry_after_s=5, store_down=False)
-            try:
-                self._spool.append(record)
-            except SpoolError as exc:
-                self.counters["spool_write_errors"] += 1
-                if not self._disk_error:
-                    log.error("refusing requests: %s", exc)
-                self._disk_error = str(exc)
-                raise OverloadedError(
-                    f"the collector cannot write its spool ({exc}); retry later",
-                    retry_after_s=SPOOL_RETRY_AFTER_S,
-                    store_down=True,
-                ) from exc
-            if self._disk_error:
-                log.info("the spool is writable again")
-                self._disk_error = ""
+            self._gate.admit(
+                record,
+                batch.accepted,
+                queued=int(self._shared[QUEUED]) + self._open_rows,
+                store_down=bool(self._shared[STORE_DOWN]),
+                stopping=self._stopping,
+            )
             if not self._open:
                 self._opened_at = time.monotonic()
             self._open.append(batch)
@@ -202,7 +183,7 @@ class SpoolFront:
                         "requests_in_progress": self._slots.in_progress,
                         "requests_waiting": self._slots.waiting,
                         "inflight_bytes": self.limiter.held if self.limiter else 0,
-                        "disk_error": self._disk_error or None,
+                        "disk_error": self._gate.disk_error or None,
                         "at": time.monotonic(),  # one clock for both processes (CLOCK_MONOTONIC)
                     },
                 )
@@ -282,4 +263,4 @@ def main(settings: FrontSettings, conn: Connection, shared: Any) -> None:
     conn.close()
 
 
-__all__ = ["FrontSettings", "SpoolFront", "main"]
+__all__ = ["COUNTERS", "FrontSettings", "SpoolFront", "main"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.grpc_front import (
+    COUNTERS,
     QUEUED,
     SEALED_WAITING,
     SHARED_SIZE,
@@ -84,7 +85,9 @@ class GrpcReceiverProcess:
         self._stopping = False
         self._handed: set[str] = set()  # segment names queued for the writer, still in our directory
         self.address = settings.address
-        self.stats: dict[str, Any] = {}
+        self.stats: dict[str, Any] = {}  # the running process's last report
+        self._ended: dict[str, int] = dict.fromkeys(COUNTERS, 0)  # counted by processes that ended
+        self._counting = threading.Lock()  # `counters()` never sees a process counted twice or not
         self.restarts = 0
 
     def start(self) -> None:
@@ -142,6 +145,11 @@ class GrpcReceiverProcess:
                 pass
             process.join(30)
             conn.close()
+            # Its last report stands for it (a killed process's last 0.1 s of counts are lost).
+            with self._counting:
+                for name in COUNTERS:
+                    self._ended[name] += int(self.stats.get(name, 0))
+                self.stats = {}
             self._handed = {name for name in self._handed if (self._receiver_dir / name).exists()}
             for segment in adopt_leftovers(self._spool_dir, self._handed):
                 self._pipeline.requeue(segment)  # stored now, not when the writer is next idle
@@ -199,6 +207,11 @@ class GrpcReceiverProcess:
                 return False
             time.sleep(0.02)
         return True
+
+    def counters(self) -> dict[str, int]:
+        """The receiver processes' counters since serve started (restarts summed)."""
+        with self._counting:
+            return {name: self._ended[name] + int(self.stats.get(name, 0)) for name in COUNTERS}
 
     @property
     def open_spans(self) -> int:

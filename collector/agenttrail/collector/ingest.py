@@ -3,13 +3,13 @@
 Receivers call `IngestPipeline.accept` on their own threads; it parses the request, checks and
 normalises its spans (`canonical`: bad spans are removed and reported, not raised), refuses when
 the queue is full or the spool cannot be written, and spools the canonical record (the durable
-acknowledgement). At most `INGEST_SLOTS` requests do that at once; one that would wait for a
-slot past `max_wait_s` from its arrival is refused with a retry hint, not acknowledged late. One
-writer thread cuts batches of up to `batch_max_rows` spans or `flush_interval_s` seconds: it
-seals the spool segment and has ClickHouse decode and insert it in one statement (`otlp_sql`),
-records the traces' arrival (what assembly resumes from after a restart) and tells the
-assembler. A store that cannot decode protobuf, or a segment it refuses, gets rows rendered in
-Python instead (`otlp_decode.decode_request`).
+acknowledgement; `spool_gate`, shared with the gRPC receiver process). At most `INGEST_SLOTS`
+requests do that at once; one that would wait for a slot past `max_wait_s` from its arrival is
+refused with a retry hint, not acknowledged late. One writer thread cuts batches of up to
+`batch_max_rows` spans or `flush_interval_s` seconds: it seals the spool segment and has ClickHouse
+decode and insert it in one statement (`otlp_sql`), records the traces' arrival (what assembly
+resumes from after a restart) and tells the assembler. A store that cannot decode protobuf, or a
+segment it refuses, gets rows rendered in Python instead (`otlp_decode.decode_request`).
 
 A segment the store refuses on both paths is retried a few times (a refusal can be passing,
 e.g. too many parts), then stored record by record; a record refused even alone goes to the
@@ -34,7 +34,6 @@ from typing import Any
 from agenttrail.collector.canonical import STORABLE, SpanLimits, canonicalize
 from agenttrail.collector.errors import (
     OverloadedError,
-    SpoolError,
     StoreError,
     StoreLocked,
     StoreRefused,
@@ -55,6 +54,7 @@ from agenttrail.collector.otlp_sql import SPOOL_SOURCE, format_settings, span_ro
 from agenttrail.collector.quarantine import Quarantine
 from agenttrail.collector.rows import ArrivalRow
 from agenttrail.collector.spool import Spool, encode_records
+from agenttrail.collector.spool_gate import SpoolGate, SpoolWriteRefused
 from agenttrail.collector.store import Store
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,6 @@ REFUSED_TRIES = 3
 INSERT_BLOCK_SPANS = 8192
 # Protobuf bytes ClickHouse reads from a segment at a time (about 4,000 agent spans).
 READ_BLOCK_BYTES = 2 * 1024 * 1024
-# Retry-After for a spool that cannot be written: freeing disk space takes an operator.
-SPOOL_RETRY_AFTER_S = 10
 
 
 class IngestPipeline:
@@ -132,13 +130,13 @@ class IngestPipeline:
         }
         self._format_settings = {**format_settings(store.location), **partitions, **blocks}
         self._spool = Spool(spool_dir, fsync=spool_fsync)
+        self._gate = SpoolGate(self._spool, max_queue_rows)
         self.quarantine = Quarantine(spool_dir)
         self._refused_tries = refused_tries
         # Whether ClickHouse decodes spool segments: asked for, and the store can.
         self.clickhouse_decoding = clickhouse_decoding and self._store_can_decode()
         self._batch_max_rows = batch_max_rows
         self._flush_interval_s = flush_interval_s
-        self._max_queue_rows = max_queue_rows
         self._on_stored = on_stored
         self._cond = threading.Condition()
         self._pending: list[DecodedBatch] = []  # the open spool segment's requests
@@ -158,7 +156,6 @@ class IngestPipeline:
         self._store_down = False
         self._store_error = ""
         self._refusing = ""  # the store refuses the segment being stored: why
-        self._disk_error = ""  # the last spool write failed (cleared by the next that works)
         self._last_arrival = 0.0
         self._thread: threading.Thread | None = None
         self.counters = IngestCounters()
@@ -176,9 +173,10 @@ class IngestPipeline:
         """
         try:
             return self._slots.run(lambda: self._accept(body, body_format), waiting_since)
-        except SlotWaitRefused:
+        except OverloadedError as exc:
             self.counters.refused_requests += 1
-            self.counters.refused_waits += 1
+            self.counters.refused_waits += isinstance(exc, SlotWaitRefused)
+            self.counters.spool_write_errors += isinstance(exc, SpoolWriteRefused)
             raise
 
     def _accept(self, body: bytes, body_format: int) -> DecodedBatch:
@@ -189,34 +187,13 @@ class IngestPipeline:
             return batch
         record = request.SerializeToString()  # what was checked, never the client's bytes
         with self._cond:
-            queued = self._pending_rows + self._in_flight_rows
-            if queued + batch.accepted > self._max_queue_rows and queued > 0:
-                self.counters.refused_requests += 1
-                down = self._store_down
-                reason = "the span store is unavailable" if down else "the ingest queue is full"
-                raise OverloadedError(
-                    f"{reason} ({queued} spans queued, limit {self._max_queue_rows}); retry later",
-                    retry_after_s=5 if down else 1,
-                    store_down=down,
-                )
-            if self._stopping:
-                raise OverloadedError("the collector is shutting down", retry_after_s=5, store_down=False)
-            try:
-                self._spool.append(record)
-            except SpoolError as exc:
-                self.counters.refused_requests += 1
-                self.counters.spool_write_errors += 1
-                if not self._disk_error:
-                    log.error("refusing requests: %s", exc)
-                self._disk_error = str(exc)
-                raise OverloadedError(
-                    f"the collector cannot write its spool ({exc}); retry later",
-                    retry_after_s=SPOOL_RETRY_AFTER_S,
-                    store_down=True,
-                ) from exc
-            if self._disk_error:
-                log.info("the spool is writable again")
-                self._disk_error = ""
+            self._gate.admit(
+                record,
+                batch.accepted,
+                queued=self._pending_rows + self._in_flight_rows,
+                store_down=self._store_down,
+                stopping=self._stopping,
+            )
             if not self._pending:
                 self._first_pending_at = time.monotonic()
             self._pending.append(batch)
@@ -280,6 +257,7 @@ class IngestPipeline:
         except OSError:
             free = None
         entries = self.quarantine.entries()
+        disk_error = self._gate.disk_error
         detail: dict[str, Any] = {
             "store": "unreachable" if self._store_down else "ok",
             "store_error": self._store_error if self._store_down else None,
@@ -295,10 +273,10 @@ class IngestPipeline:
                 "quarantined_since_start": self.counters.quarantined_records,
                 "last_reason": entries[-1].reason if entries else None,
             },
-            "disk": {"ok": not self._disk_error, "error": self._disk_error or None, "free_bytes": free},
+            "disk": {"ok": not disk_error, "error": disk_error or None, "free_bytes": free},
             "writer": "running" if self.alive() else "stopped",
         }
-        return (not self._store_down and not self._disk_error and self.alive()), detail
+        return (not self._store_down and not disk_error and self.alive()), detail
 
     # -- lifecycle -----------------------------------------------------------------------
 

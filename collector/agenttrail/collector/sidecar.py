@@ -7,6 +7,7 @@ naming the holder, and read commands find the running sidecar's HTTP API through
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -321,17 +322,34 @@ class Sidecar:
             ready, detail["ingest"] = self.pipeline.readiness()
         if self.grpc_process is not None:
             stats = dict(self.grpc_process.stats)
-            detail["rejected_spans"] += int(stats.get("rejected_spans", 0))
+            counters = self.grpc_process.counters()
+            detail["rejected_spans"] += counters["rejected_spans"]
             detail["grpc_receiver_process"] = {
                 "alive": self.grpc_process.alive(),
                 "restarts": self.grpc_process.restarts,
                 **stats,
+                **counters,
             }
             if stats.get("disk_error"):
                 ready = False  # it cannot write its spool: gRPC clients get UNAVAILABLE
         for key, describe in self.health_details.items():
             detail[key] = describe()
         return not dead and not store_down and ready, detail
+
+    def ingest_counters(self) -> dict[str, dict[str, int]]:
+        """The receivers' monotonic counters by process, for `/metrics`: "serve" (its pipeline's,
+        which with `grpc_process` include the segments the receiver process handed in) and
+        "grpc_receiver" (what the receiver processes acknowledged and refused, restarts summed,
+        and `receiver_restarts`)."""
+        counters: dict[str, dict[str, int]] = {}
+        if self.pipeline is not None:
+            counters["serve"] = dataclasses.asdict(self.pipeline.counters)
+        if self.grpc_process is not None:
+            counters["grpc_receiver"] = {
+                **self.grpc_process.counters(),
+                "receiver_restarts": self.grpc_process.restarts,
+            }
+        return counters
 
     def reload(self) -> bool:
         """Each `on_reload` in turn (SIGHUP); a refused one is logged and keeps its old settings.

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from otlp_builders import SpanSpec, new_trace_id, request, tool_span
 from otlp_builders import new_span_id as span_id
-from otlp_builders import request, tool_span
+from receiver_clients import grpc_export
 
 from .runs import config_file, feed_of, load_references, scrape, send_run, value, wait_for
 
@@ -105,3 +108,60 @@ def test_metrics_page_absent_when_prometheus_is_off(start_sidecar: Any, tmp_path
     with pytest.raises(urllib.error.HTTPError) as error:
         urllib.request.urlopen(f"http://{sidecar.http.address}/metrics", timeout=10)
     assert error.value.code == 404
+
+
+def mixed_request(trace: str) -> bytes:
+    """One good span and one the check rejects (a short trace id)."""
+    bad = SpanSpec(trace, span_id(), "bad", 0, 1).to_proto()
+    bad.trace_id = b"short"
+    return request(SpanSpec(trace, span_id(), "good", 0, 1), bad).SerializeToString()
+
+
+@pytest.mark.parametrize("receiver_process", [False, True], ids=["grpc-in-serve", "grpc-process"])
+def test_ingest_counters_are_on_metrics_by_process(
+    start_sidecar: Any, tmp_path: Path, receiver_process: bool
+) -> None:
+    """The receivers' counters (what /healthz shows) are on /metrics, labelled by the process
+    that counted them: the gRPC receiver process's acknowledgements under grpc_receiver."""
+    sidecar = start_sidecar(config_file(tmp_path), grpc_process=receiver_process)
+    trace = new_trace_id()
+    grpc_export(sidecar.grpc_address, mixed_request(trace))
+    assert sidecar.flush(60)
+    receiver = "grpc_receiver" if receiver_process else "serve"
+
+    def counted() -> dict[str, Any] | None:
+        samples = scrape(sidecar)
+        done = value(samples, "agenttrail_ingest_stored_spans_total", process="serve") == 1 and (
+            value(samples, "agenttrail_ingest_rejected_spans_total", process=receiver) == 1
+        )
+        return samples if done else None
+
+    samples = wait_for(counted, what="the ingest counters on /metrics")
+    assert value(samples, "agenttrail_ingest_accepted_spans_total", process=receiver) == 1
+    assert value(samples, "agenttrail_ingest_accepted_spans_total", process="serve") == 1
+    assert value(samples, "agenttrail_ingest_refused_requests_total") == 0
+    processes = {labels["process"] for labels, _ in samples["agenttrail_ingest_accepted_spans_total"]}
+    assert processes == ({"serve", "grpc_receiver"} if receiver_process else {"serve"})
+
+
+def test_a_restarted_receiver_process_keeps_counting(start_sidecar: Any, tmp_path: Path) -> None:
+    """kill -9 of the gRPC receiver process: its counters on /metrics go on from where the dead
+    process left them (Prometheus counters never go back), and the restart is counted."""
+    sidecar = start_sidecar(config_file(tmp_path), grpc_process=True)
+    trace = new_trace_id()
+    for _ in range(3):
+        grpc_export(sidecar.grpc_address, mixed_request(trace))
+    wait_for(lambda: sidecar.grpc_process.stats.get("accepted_spans") == 3, what="the process's report")
+    first = sidecar.grpc_process._process
+    os.kill(first.pid, signal.SIGKILL)
+    wait_for(lambda: sidecar.grpc_process.restarts == 1 and sidecar.grpc_process.alive(), timeout=120)
+    grpc_export(sidecar.grpc_address, mixed_request(trace))
+
+    def counted() -> dict[str, Any] | None:
+        samples = scrape(sidecar)
+        done = value(samples, "agenttrail_ingest_accepted_spans_total", process="grpc_receiver") == 4
+        return samples if done else None
+
+    samples = wait_for(counted, what="4 accepted spans on /metrics")
+    assert value(samples, "agenttrail_ingest_rejected_spans_total", process="grpc_receiver") == 4
+    assert value(samples, "agenttrail_ingest_receiver_restarts_total", process="grpc_receiver") == 1

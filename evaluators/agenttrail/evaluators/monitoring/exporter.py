@@ -33,6 +33,7 @@ from agenttrail.evaluators.monitoring.export_config import MetricsExportConfig
 from agenttrail.evaluators.monitoring.instruments import (
     RUN_LEVEL_SCORES,
     AgentMetrics,
+    IngestCounters,
     RunRecord,
     ScoreRecord,
 )
@@ -294,12 +295,17 @@ def signal_url(endpoint: str, signal: str) -> str:
     return base if base.endswith(f"/v1/{signal}") else f"{base}/v1/{signal}"
 
 
-def build_feed(store_factory: Callable[[], Store], config: MetricsExportConfig) -> MetricsFeed:
-    """The feed with the readers and exporters the config asks for."""
+def build_feed(
+    store_factory: Callable[[], Store], config: MetricsExportConfig, ingest: IngestCounters | None = None
+) -> MetricsFeed:
+    """The feed with the readers and exporters the config asks for; `ingest` (the sidecar's
+    receiver counters) observed with the instruments."""
     otlp = config.otlp_endpoint is not None
 
     def make_metrics() -> AgentMetrics:
-        return AgentMetrics(config, otlp_exporter=otlp_metric_exporter(config) if otlp else None)
+        return AgentMetrics(
+            config, otlp_exporter=otlp_metric_exporter(config) if otlp else None, ingest=ingest
+        )
 
     def make_events() -> EvaluationEvents:
         return EvaluationEvents(otlp_log_exporter(config))
@@ -317,7 +323,7 @@ def install_metrics_export(sidecar: Sidecar, config: MetricsExportConfig) -> Met
     """Add the metrics feed and, if `config` enables it, `GET /metrics` to a sidecar before it starts."""
     if not config.enabled:
         return None
-    feed = build_feed(sidecar.new_store, config)
+    feed = build_feed(sidecar.new_store, config, sidecar.ingest_counters)
     sidecar.add_worker(feed)
     if config.prometheus:
         sidecar.add_page_route("/metrics", feed.prometheus_page)

@@ -14,6 +14,13 @@ Prometheus translation adds the suffixes:
 | `agenttrail.evaluation.score` histogram (`1`) | `agenttrail_evaluation_score` | agent, metric, evaluator |
 | `agenttrail.evaluation.results` counter | `agenttrail_evaluation_results_total` | + label (pass/fail/..) |
 | `agenttrail.metrics.label_values.dropped` | `agenttrail_metrics_label_values_dropped_total` | label |
+| `agenttrail.ingest.<counter>` (observed) | `agenttrail_ingest_<counter>_total` | process |
+
+The ingest counters are the receivers' (what `/healthz` shows), read at each collection, with
+`process` serve or grpc_receiver: `accepted_spans`, `rejected_spans`,
+`refused_requests`, `refused_waits`, `spool_write_errors` for both processes, the writer's
+(`stored_spans`, `quarantined_spans`...) for serve, `receiver_restarts` for the gRPC receiver
+process (`grpc_process: true`; serve's `accepted_spans` then include what that process handed in).
 
 Label cardinality is bounded: each label keeps its first `max_label_values` distinct values and
 maps later ones to `_other`, counting each replaced value (no trace ids are ever labels).
@@ -25,11 +32,11 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import Histogram
+from opentelemetry.metrics import CallbackOptions, Histogram, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -43,6 +50,23 @@ OTHER = "_other"
 DURATION_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # Scores are mostly in [0, 1]; a mean is sum/count whatever the scale.
 SCORE_BUCKETS = tuple(i / 10 for i in range(11))
+# The receivers' monotonic counters by process ("serve", "grpc_receiver"): `Sidecar.ingest_counters`.
+IngestCounters = Callable[[], Mapping[str, Mapping[str, int]]]
+# Every counter either process reports (IngestCounters' fields, the receiver process's restarts).
+INGEST_COUNTERS = (
+    "accepted_spans",
+    "rejected_spans",
+    "normalized_spans",
+    "refused_requests",
+    "refused_waits",
+    "spool_write_errors",
+    "stored_spans",
+    "store_failures",
+    "replayed_segments",
+    "quarantined_records",
+    "quarantined_spans",
+    "receiver_restarts",
+)
 # Scores the evaluator writes for every run, already exported as runs_total{status} and
 # run_duration_seconds.
 RUN_LEVEL_SCORES = frozenset(RUN_METRICS)
@@ -102,7 +126,13 @@ class LabelLimiter:
 class AgentMetrics:
     """The instruments, their readers, and `prometheus_page` for the sidecar's `/metrics`."""
 
-    def __init__(self, config: MetricsExportConfig, *, otlp_exporter: MetricExporter | None = None) -> None:
+    def __init__(
+        self,
+        config: MetricsExportConfig,
+        *,
+        otlp_exporter: MetricExporter | None = None,
+        ingest: IngestCounters | None = None,
+    ) -> None:
         readers: list[MetricReader] = []
         self._registry = CollectorRegistry()
         if config.prometheus:
@@ -141,6 +171,14 @@ class AgentMetrics:
             "Label values replaced by _other because the label reached max_label_values",
         )
         self._dropped_reported: dict[str, int] = {}
+        if ingest is not None:
+            for name in INGEST_COUNTERS:
+                meter.create_observable_counter(
+                    f"agenttrail.ingest.{name}",
+                    [_observe(ingest, name)],
+                    "1",
+                    f"The receivers' {name.replace('_', ' ')} since serve started, by process",
+                )
 
     def record_run(self, run: RunRecord) -> None:
         self.record_runs((run,))
@@ -217,6 +255,17 @@ class AgentMetrics:
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Push the last OTLP export (bounded: a dead endpoint must not hold up the sidecar's stop)."""
         self.provider.shutdown(timeout_millis=timeout_s * 1000)
+
+
+def _observe(ingest: IngestCounters, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(counters[name], {"process": process})
+            for process, counters in ingest().items()
+            if name in counters
+        ]
+
+    return observe
 
 
 def record_values(histogram: Histogram, values: Sequence[float], attributes: dict[str, str]) -> None:
