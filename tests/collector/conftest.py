@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +15,45 @@ from agenttrail.collector.sidecar import Sidecar
 
 
 @pytest.fixture
-def collector(
-    chdb_dir: Path, database: str, tmp_path: Path, request: Any, monkeypatch: Any, grpc_path: dict[str, bool]
-) -> Iterator[Sidecar]:
-    """The collector alone (receivers, spool, writer, assembler) on loopback: a third of the
-    start-up time of `start_sidecar`, which also installs the evaluators. Parametrize it
-    indirectly with "python" to store every row through the Python renderer (a store without
-    ClickHouse's Protobuf input) instead of ClickHouse's decoder."""
+def collector_with(
+    chdb_dir: Path, database: str, tmp_path: Path, grpc_path: dict[str, bool]
+) -> Iterator[Callable[..., Sidecar]]:
+    """Starts the collector alone (receivers, spool, writer, assembler) on loopback with these
+    `SidecarConfig` fields over the tests' own (short quiet period and flush interval); each is
+    stopped after the test. A third of the start-up time of `start_sidecar`, which also
+    installs the evaluators."""
+    started: list[Sidecar] = []
+
+    def start(**overrides: Any) -> Sidecar:
+        fields: dict[str, Any] = {
+            "store": str(chdb_dir),
+            "database": database,
+            "grpc": "127.0.0.1:0",
+            "http": "127.0.0.1:0",
+            "spool_dir": str(tmp_path / "spool"),
+            "quiet_period_s": 0.3,
+            "idle_timeout_s": 1.0,
+            "flush_interval_s": 0.05,
+            **grpc_path,
+        }
+        sidecar = Sidecar(SidecarConfig(**{**fields, **overrides}))
+        sidecar.start()
+        started.append(sidecar)
+        return sidecar
+
+    yield start
+    for sidecar in reversed(started):
+        sidecar.stop()
+
+
+@pytest.fixture
+def collector(collector_with: Callable[..., Sidecar], request: Any, monkeypatch: Any) -> Sidecar:
+    """The collector with the tests' settings (`collector_with()`). Parametrize it indirectly
+    with "python" to store every row through the Python renderer (a store without ClickHouse's
+    Protobuf input) instead of ClickHouse's decoder."""
     if getattr(request, "param", "clickhouse") == "python":
         monkeypatch.setattr(IngestPipeline, "_store_can_decode", lambda self: False)
-    sidecar = Sidecar(
-        SidecarConfig(
-            store=str(chdb_dir),
-            database=database,
-            grpc="127.0.0.1:0",
-            http="127.0.0.1:0",
-            spool_dir=str(tmp_path / "spool"),
-            quiet_period_s=0.3,
-            idle_timeout_s=1.0,
-            flush_interval_s=0.05,
-            **grpc_path,
-        )
-    )
-    sidecar.start()
-    yield sidecar
-    sidecar.stop()
+    return collector_with()
 
 
 @pytest.fixture

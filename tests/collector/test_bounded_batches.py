@@ -5,6 +5,7 @@ size (so the default segment can be large enough to spread each insert's fixed c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,23 +104,9 @@ def test_one_insert_writes_parts_of_about_insert_block_rows(
     assert 3 <= parts <= 5  # parts of 64 to ~94 spans
 
 
-def test_assembly_chunks_follow_the_config(chdb_dir: Path, database: str, tmp_path: Path) -> None:
+def test_assembly_chunks_follow_the_config(collector_with: Callable[..., Sidecar]) -> None:
     """`assembly_max_traces` reaches the assembler (its default is the assembler's own), so an
     operator can trade memory under overload for CPU a run."""
     [setting] = [setting for setting in COLLECTOR.settings if setting.name == "assembly_max_traces"]
     assert SidecarConfig().assembly_max_traces == setting.default == assembler.MAX_TRACES_PER_QUERY
-    sidecar = Sidecar(
-        SidecarConfig(
-            store=str(chdb_dir),
-            database=database,
-            grpc="127.0.0.1:0",
-            http="127.0.0.1:0",
-            spool_dir=str(tmp_path / "spool"),
-            assembly_max_traces=3500,
-        )
-    )
-    sidecar.start()
-    try:
-        assert sidecar.assembler.chunk_size == 3500
-    finally:
-        sidecar.stop()
+    assert collector_with(assembly_max_traces=3500).assembler.chunk_size == 3500
