@@ -36,11 +36,17 @@ def _driver_errors() -> tuple[type[Exception], type[Exception]]:
 
 # The embedded engine's caches, sized for a process it shares with the sidecar: ClickHouse's
 # defaults (5 GiB each for marks and primary indexes) suit a server that owns the machine.
-# Engine options, so the first client to open the engine sets them.
+# Merges: chDB runs 2 merge threads (background_pool_size) and admits twice as many merges (the
+# ratio), each holding its memory while the threads take turns on them: under overload up to 4
+# `otel_traces` merges were in progress at once (~104 MiB together). Ratio 1 admits one merge per
+# thread, so the same threads merge with at most 2 in memory (docs/performance.md, "Overload and
+# memory"). A server sizes its own pool for its cores and memory: engine options are never sent to
+# one. The first client to open the engine sets them.
 EMBEDDED_ENGINE: dict[str, int | str] = {
     "mark_cache_size": 128 * 1024 * 1024,
     "index_mark_cache_size": 64 * 1024 * 1024,
     "primary_index_cache_size": 128 * 1024 * 1024,
+    "background_merges_mutations_concurrency_ratio": 1,
 }
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DATABASE = "agenttrail"
