@@ -36,18 +36,11 @@ def _driver_errors() -> tuple[type[Exception], type[Exception]]:
 
 # The embedded engine's caches, sized for a process it shares with the sidecar: ClickHouse's
 # defaults (5 GiB each for marks and primary indexes) suit a server that owns the machine.
-# Merges: chDB runs 2 merge threads (background_pool_size) and admits twice as many merges (the
-# ratio), each holding its memory while the threads take turns on them. Ratio 1 admits one merge
-# per thread: under overload at most 2 `otel_traces` merges in progress against 4, on the same
-# threads. Their memory was not measurably lower (each merge took more parts; docs/performance.md,
-# "Overload and memory"), but it no longer grows with merges waiting their turn. A server sizes its
-# own pool for its cores and memory: engine options are never sent to one. The first client to
-# open the engine sets them.
+# Engine options, so the first client to open the engine sets them.
 EMBEDDED_ENGINE: dict[str, int | str] = {
     "mark_cache_size": 128 * 1024 * 1024,
     "index_mark_cache_size": 64 * 1024 * 1024,
     "primary_index_cache_size": 128 * 1024 * 1024,
-    "background_merges_mutations_concurrency_ratio": 1,
 }
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DATABASE = "agenttrail"
