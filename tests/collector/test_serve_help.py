@@ -50,8 +50,9 @@ def test_every_serve_option_shows_type_and_default() -> None:
 
 
 def test_serve_sets_the_switch_interval_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """gil_switch_interval_s reaches sys.setswitchinterval in serve (before the sidecar is built:
-    here the store is a file, so building it fails and serve exits with the store's error)."""
+    """gil_switch_interval_s (default 1 ms) reaches sys.setswitchinterval in serve (before the
+    sidecar is built: here the store is a file, so building it fails and serve exits with the
+    store's error)."""
     given: list[float] = []
     monkeypatch.setattr(sys, "setswitchinterval", given.append)
     store = tmp_path / "a-file"
@@ -59,3 +60,8 @@ def test_serve_sets_the_switch_interval_it_is_given(tmp_path: Path, monkeypatch:
     result = CliRunner().invoke(cli, ["serve", "--store", str(store), "--gil-switch-interval-s", "0.0007"])
     assert result.exit_code != 0
     assert given == [0.0007]
+    # Unset, serve shortens Python's 5 ms: a receiver waits at most 1 ms for the GIL.
+    monkeypatch.delenv("AGENTTRAIL_GIL_SWITCH_INTERVAL_S", raising=False)
+    result = CliRunner().invoke(cli, ["serve", "--store", str(store)])
+    assert result.exit_code != 0
+    assert given == [0.0007, 0.001]
