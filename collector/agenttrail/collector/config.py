@@ -117,6 +117,13 @@ SETTINGS: tuple[Setting, ...] = (
         "serve's Python thread switch interval: how long a receiver may wait for the GIL (Python's 0.005)",
     ),
     Setting(
+        "background_nice",
+        COUNT,
+        0,
+        "serve's background threads (writer, assembler, evaluator, metrics, monitoring) run this much "
+        "lower in the OS's priority than the receivers (Linux; 0: the same; 10 may lower ack latency)",
+    ),
+    Setting(
         "grpc_process",
         BOOL,
         False,
@@ -171,6 +178,7 @@ class SidecarConfig:
     health_auth: bool = False
     max_inflight_bytes: int = 16 * 1024 * 1024
     gil_switch_interval_s: float = 0.001
+    background_nice: int = 0
     grpc_process: bool = False
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
