@@ -2,8 +2,9 @@
 
 `agenttrail serve` runs as its own process on an embedded store, with a reference for the
 generated task, so the evaluator scores every assembled run with the deterministic metrics.
-This process sends agent-shaped OTLP/gRPC requests (bench_ingest's 512 spans, 64 runs of 8 spans)
-at a fixed offered rate for `--seconds` (an open loop: requests start on schedule whatever the
+This process sends agent-shaped OTLP/gRPC requests (bench_ingest's 512 spans, 64 runs of 8
+spans; `--protocol http`: OTLP/HTTP protobuf, a kept-alive connection per client thread) at a
+fixed offered rate for `--seconds` (an open loop: requests start on schedule whatever the
 answers, as production agents send), samples the sidecar's RSS every second, waits until every
 run is assembled and scored, stops the sidecar, and reads the stored times back:
 
@@ -21,6 +22,7 @@ About `--seconds` + 1-2 minutes of start-up and catch-up on two cores.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import subprocess
 import sys
@@ -28,6 +30,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -67,23 +70,57 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def send(address: str, rate: float, seconds: float, clients: int) -> tuple[list[float], float, float]:
-    """Requests at `rate` spans/s for `seconds`; the ack latencies (s), send start and end."""
-    interval = SPANS_PER_REQUEST / rate
-    count = max(1, int(seconds / interval))
-    bodies = [agent_request(i) for i in range(count)]
+def grpc_export(address: str) -> tuple[Callable[[bytes], object], Callable[[], None]]:
+    """One OTLP/gRPC request per call, over one channel; and how to close it."""
     channel = grpc.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)])
     export = channel.unary_unary(
         "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
         request_serializer=None,
         response_deserializer=None,
     )
+    return (lambda body: export(body, timeout=120)), channel.close
+
+
+def http_export(address: str) -> tuple[Callable[[bytes], object], Callable[[], None]]:
+    """One OTLP/HTTP protobuf request per call, each client thread on its own kept-alive
+    connection (as an SDK's exporter keeps one); and how to close them."""
+    host, port = address.rsplit(":", 1)
+    local = threading.local()
+    opened: list[http.client.HTTPConnection] = []
+
+    def export(body: bytes) -> object:
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = http.client.HTTPConnection(host, int(port), timeout=120)
+            opened.append(connection)
+        connection.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+        response = connection.getresponse()
+        answer = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"OTLP/HTTP answered {response.status}: {answer[:200]!r}")
+        return answer
+
+    def close() -> None:
+        for connection in opened:
+            connection.close()
+
+    return export, close
+
+
+def send(
+    address: str, rate: float, seconds: float, clients: int, protocol: str = "grpc"
+) -> tuple[list[float], float, float]:
+    """Requests at `rate` spans/s for `seconds`; the ack latencies (s), send start and end."""
+    interval = SPANS_PER_REQUEST / rate
+    count = max(1, int(seconds / interval))
+    bodies = [agent_request(i) for i in range(count)]
+    export, close = (http_export if protocol == "http" else grpc_export)(address)
     latencies: list[float] = []
     lock = threading.Lock()
 
     def one(body: bytes) -> None:
         sent = time.perf_counter()
-        export(body, timeout=120)
+        export(body)
         with lock:
             latencies.append(time.perf_counter() - sent)
 
@@ -95,11 +132,11 @@ def send(address: str, rate: float, seconds: float, clients: int) -> tuple[list[
                 time.sleep(delay)
             pool.submit(one, body)
     ended = time.perf_counter()
-    channel.close()
+    close()
     return latencies, started, ended
 
 
-def run(rate: float, seconds: float, clients: int) -> dict[str, float]:
+def run(rate: float, seconds: float, clients: int, protocol: str = "grpc") -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-pipeline-") as tmp:
         store_dir = Path(tmp) / "store"
         references = Path(tmp) / "references.json"
@@ -137,7 +174,8 @@ def run(rate: float, seconds: float, clients: int) -> dict[str, float]:
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             wall_start = time.time()
-            latencies, started, ended = send(info["grpc"], rate, seconds, clients)
+            address = info["http"] if protocol == "http" else info["grpc"]
+            latencies, started, ended = send(address, rate, seconds, clients, protocol)
             sent = len(latencies) * SPANS_PER_REQUEST
             while health(info["http"])["stored_spans"] < sent:
                 time.sleep(0.05)
@@ -196,14 +234,23 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20_000, help="offered spans/s (default 20,000)")
     parser.add_argument("--seconds", type=float, default=60, help="how long to send (default 60)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent requests at most (default 8)")
+    parser.add_argument(
+        "--protocol",
+        choices=("grpc", "http"),
+        default="grpc",
+        help="OTLP/gRPC (default) or OTLP/HTTP protobuf; the baseline keeps each apart",
+    )
     parser.add_argument("--save", action="store_true", help=f"write the figures to {BASELINE.name}")
     args = parser.parse_args()
-    figures = run(args.rate, args.seconds, args.clients)
+    figures = run(args.rate, args.seconds, args.clients, args.protocol)
     # Figures only compare at the same offered rate: a baseline holds one set per rate.
     baselines: dict[str, dict[str, float]] = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
-    rate_key = f"{args.rate:g}"
+    rate_key = f"{args.rate:g}" + ("" if args.protocol == "grpc" else f" {args.protocol}")
     previous = baselines.get(rate_key, {})
-    print(f"pipeline: {args.rate:,.0f} spans/s offered for {args.seconds:.0f} s, quiet {QUIET_PERIOD_S} s")
+    print(
+        f"pipeline: {args.rate:,.0f} spans/s offered over {args.protocol} for {args.seconds:.0f} s, "
+        f"quiet {QUIET_PERIOD_S} s"
+    )
     print(f"  {'':<22}{'now':>12}{'previous':>12}")
     for name, value in figures.items():
         before = previous.get(name)

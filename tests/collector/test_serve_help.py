@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from agenttrail.collector import background
 from agenttrail.collector.cli import cli
 from agenttrail.collector.config import SETTINGS
 
@@ -50,12 +51,24 @@ def test_every_serve_option_shows_type_and_default() -> None:
 
 
 def test_serve_sets_the_switch_interval_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """gil_switch_interval_s reaches sys.setswitchinterval in serve (before the sidecar is built:
-    here the store is a file, so building it fails and serve exits with the store's error)."""
+    """gil_switch_interval_s (default 1 ms) reaches sys.setswitchinterval and background_nice
+    (default 0) the background threads in serve, before the sidecar is built (here the store is
+    a file, so building it fails and serve exits with the store's error)."""
     given: list[float] = []
     monkeypatch.setattr(sys, "setswitchinterval", given.append)
+    nice: list[int] = []
+    monkeypatch.setattr(background, "set_background_nice", nice.append)
     store = tmp_path / "a-file"
     store.write_text("")
-    result = CliRunner().invoke(cli, ["serve", "--store", str(store), "--gil-switch-interval-s", "0.0007"])
+    result = CliRunner().invoke(
+        cli, ["serve", "--store", str(store), "--gil-switch-interval-s", "0.0007", "--background-nice", "4"]
+    )
     assert result.exit_code != 0
-    assert given == [0.0007]
+    assert (given, nice) == ([0.0007], [4])
+    # Unset, serve shortens Python's 5 ms (a receiver waits at most 1 ms for the GIL) and leaves
+    # its background threads at the receivers' priority (background_nice is opt-in).
+    monkeypatch.delenv("AGENTTRAIL_GIL_SWITCH_INTERVAL_S", raising=False)
+    monkeypatch.delenv("AGENTTRAIL_BACKGROUND_NICE", raising=False)
+    result = CliRunner().invoke(cli, ["serve", "--store", str(store)])
+    assert result.exit_code != 0
+    assert (given, nice) == ([0.0007, 0.001], [4, 0])

@@ -1,13 +1,42 @@
-"""A supervised background loop: the thread plumbing the assembler and the evaluator share."""
+"""A supervised background loop: the thread plumbing the assembler and the evaluator share.
+
+Background threads also run at a lower OS priority than the receivers when serve says so
+(`background_nice`): an acknowledgement then waits less for a core behind the writer, the
+assembler, the evaluator, the metrics feed and the ClickHouse threads they start (a thread
+inherits its creator's nice value). Linux sets a nice value per thread; elsewhere it would
+lower the whole process, so nothing is changed there.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 
 from agenttrail.collector.errors import StoreError
 
 log = logging.getLogger(__name__)
+
+# How much background threads lower their own priority as they start (0: not at all; serve sets it).
+_nice = 0
+
+
+def set_background_nice(increment: int) -> None:
+    """The nice increment background threads started from now on apply to themselves."""
+    global _nice
+    _nice = increment
+
+
+def lower_this_thread() -> None:
+    """Run the calling (background) thread `set_background_nice`'s increment lower (Linux only)."""
+    if not _nice or not sys.platform.startswith("linux"):
+        return
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + _nice)
+    except OSError as exc:  # e.g. a container's seccomp policy: run at the receivers' priority
+        log.warning("cannot lower the priority of %s: %s", threading.current_thread().name, exc)
 
 
 class BackgroundLoop:
@@ -55,6 +84,7 @@ class BackgroundLoop:
         self._wake.set()
 
     def _run(self) -> None:
+        lower_this_thread()
         while not self._stop.is_set():
             try:
                 self.cycle()

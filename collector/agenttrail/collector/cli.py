@@ -394,9 +394,12 @@ def serve(config_file: str | None, **options: Any) -> None:
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
     # The receivers' work is short bursts of Python among long-running background threads
     # (evaluator, metrics feed): each hand-over of the GIL to a receiver waits up to this interval
-    # (Python's default 5 ms, kept as the default: a shorter one helped the ack p50 in 3 of 4
-    # A/B pairs on a loaded machine, see README). serve owns its process, an embedder does not.
+    # (1 ms, not Python's 5), and each wait for a core behind them is shorter when they run at a
+    # lower OS priority (docs/performance.md). serve owns its process, an embedder does not.
     sys.setswitchinterval(config.gil_switch_interval_s)
+    from agenttrail.collector.background import set_background_nice
+
+    set_background_nice(config.background_nice)
     from agenttrail.collector.allocators import configure_engine_allocator
 
     configure_engine_allocator(config.engine_dirty_decay_ms)  # before chdb loads: jemalloc reads it once

@@ -113,8 +113,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "gil_switch_interval_s",
         POSITIVE_SECONDS,
-        0.005,
-        "serve's Python thread switch interval (0.0005: receivers get the GIL sooner; not proven)",
+        0.001,
+        "serve's Python thread switch interval: how long a receiver may wait for the GIL (Python's 0.005)",
+    ),
+    Setting(
+        "background_nice",
+        COUNT,
+        0,
+        "serve's background threads (writer, assembler, evaluator, metrics, monitoring) run this much "
+        "lower in the OS's priority than the receivers (Linux; 0: the same; 10 may lower ack latency)",
     ),
     Setting(
         "grpc_process",
@@ -170,7 +177,8 @@ class SidecarConfig:
     retention_scores_days: int = 0
     health_auth: bool = False
     max_inflight_bytes: int = 16 * 1024 * 1024
-    gil_switch_interval_s: float = 0.005
+    gil_switch_interval_s: float = 0.001
+    background_nice: int = 0
     grpc_process: bool = False
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0

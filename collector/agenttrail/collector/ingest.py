@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agenttrail.collector.background import lower_this_thread
 from agenttrail.collector.canonical import STORABLE, SpanLimits, canonicalize
 from agenttrail.collector.errors import (
     OverloadedError,
@@ -401,6 +402,7 @@ class IngestPipeline:
         return segment, _combine(taken)
 
     def _run_writer(self) -> None:
+        lower_this_thread()  # background work: the receivers keep a core first (background.py)
         while True:
             item = self._take_batch()
             if item is None:
