@@ -84,7 +84,10 @@ WHERE TraceId IN {ids:Array(String)}
 # it measures) and its milliseconds: StoredAt is cut down to one.
 CLOCK_MARGIN_S = 2.0
 # Each trace's range among the spans stored since `since` (the round's window), and each trace's
-# previous state; a hash shared with another trace brings that one's state too (ignored).
+# previous state; a hash shared with another trace brings that one's state too (ignored). The
+# hash in PREWHERE: a new trace matches no row of the granules its hash selects, and only the
+# hashes of those are read (a WHERE read every column of them: 70-130 ms against ~20 a chunk
+# of 2,000 among 500,000 states).
 _WINDOW_RANGES = f"""
 SELECT 0, TraceId, CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp64Milli(min(SpansFrom)),
        toUnixTimestamp64Milli(max(SpansUntil))
@@ -96,7 +99,7 @@ UNION ALL
 _PREVIOUS_STATE = f"""
 SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision),
        toUnixTimestamp64Milli(argMax(SpansFrom, Version)), toUnixTimestamp64Milli(argMax(SpansUntil, Version))
-FROM assembled_traces WHERE TraceHash GLOBAL IN (SELECT cityHash64(TraceId) FROM {CHUNK_TABLE})
+FROM assembled_traces PREWHERE TraceHash GLOBAL IN (SELECT cityHash64(TraceId) FROM {CHUNK_TABLE})
 GROUP BY TraceId
 """
 # The range of every span of these traces, by id: for traces the window cannot answer for.
