@@ -176,3 +176,20 @@ def test_span_parts_merge_column_by_column(store: Store) -> None:
         "SELECT count() FROM system.parts "
         "WHERE database = currentDatabase() AND table = 'otel_traces' AND active"
     ) == [(1,)]
+
+
+def test_a_store_migrated_by_a_newer_agenttrail_is_reported(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An older binary on a store a newer one migrated (a rollback) is told so, by version and
+    name; versions of a part it does not run (another hundred) are not its concern."""
+    newest = max(m.version for m in MIGRATIONS)
+    later = Migration(newest + 1, "a later collector change", ("SELECT 1",))
+    other_part = Migration(9_900, "another part's schema", ("SELECT 1",))
+    migrate(store, (*MIGRATIONS, later, other_part))
+    with caplog.at_level(logging.WARNING, logger="agenttrail.collector.schema"):
+        assert migrate(store) == []
+    assert f"migration(s) {later.version} (a later collector change) that this agenttrail does not know" in (
+        caplog.text
+    )
+    assert "9900" not in caplog.text

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -358,6 +358,10 @@ MIGRATIONS_TABLE_CHECKSUM = (
 
 
 _RECORDED = "SELECT Version, argMax(Checksum, AppliedAt) FROM schema_migrations GROUP BY Version"
+_NAMES = (
+    "SELECT Version, any(Name) FROM schema_migrations "
+    "WHERE Version IN {versions:Array(UInt32)} GROUP BY Version"
+)
 
 
 def recorded_migrations(store: Store) -> dict[int, str]:
@@ -384,6 +388,18 @@ def recorded_migrations(store: Store) -> dict[int, str]:
     return {int(version): str(checksum) for version, checksum in rows}
 
 
+def newer_than_known(ordered: Sequence[Migration], recorded: Iterable[int]) -> list[int]:
+    """Recorded versions past the newest this code knows in their own hundred (the collector's
+    1-99, the evaluators' 100-199): a newer agenttrail migrated the store. A hundred this code
+    knows nothing of belongs to a part it does not run (the collector alone, on a store the
+    evaluators migrated too), so it is left alone."""
+    newest: dict[int, int] = {}
+    for migration in ordered:
+        hundred = migration.version // 100
+        newest[hundred] = max(newest.get(hundred, 0), migration.version)
+    return sorted(v for v in recorded if v // 100 in newest and v > newest[v // 100])
+
+
 def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[int]:
     """Apply, in version order, the migrations the store does not record yet; returns their versions.
 
@@ -393,6 +409,14 @@ def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[
     """
     ordered = combine(migrations)
     recorded = recorded_migrations(store)
+    if newer := newer_than_known(ordered, recorded):
+        names = dict(store.query(_NAMES, {"versions": newer}))
+        log.warning(
+            "this store records schema migration(s) %s that this agenttrail does not know: a newer "
+            "agenttrail migrated it. Run that version or a later one; this one may misread what "
+            "the newer migrations changed",
+            ", ".join(f"{version} ({names.get(version, '?')})" for version in newer),
+        )
     for migration in ordered:
         checksum = recorded.get(migration.version)
         if checksum and checksum != migration.checksum:
