@@ -13,9 +13,9 @@ from clickhouse_connect.driver.binding import format_bind_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agenttrail.collector.errors import StoreError, StoreUnavailable
+from agenttrail.collector.errors import StoreError, StoreOutOfMemory, StoreRefused, StoreUnavailable
 from agenttrail.collector.schema import MIGRATIONS, migrate
-from agenttrail.collector.store import Store, _bound, parse_store
+from agenttrail.collector.store import FileSource, Store, _bound, parse_store, settings_clause
 
 
 def test_parse_store_locations(tmp_path: Any) -> None:
@@ -82,6 +82,82 @@ def test_long_string_lists_bind_as_clickhouse_connect_renders_them(store: Any, v
     bound = _bound({"values": values})["values"]
     assert format_bind_value(bound) == format_bind_value(values)
     assert store.query("SELECT {values:Array(String)}", {"values": values}) == [(values,)]
+
+
+_DAYS = FileSource("CustomSeparated", "a UInt64, d Date")
+_SESSION = "SELECT getSetting('max_partitions_per_insert_block'), getSetting('max_memory_usage')"
+
+
+def _days_file(path: Any, rows: list[tuple[int, str]]) -> Any:
+    path.write_text("".join(f"{a};{d}\n" for a, d in rows))
+    return path
+
+
+def test_insert_select_file_applies_its_settings_to_that_insert_only(store: Any, tmp_path: Any) -> None:
+    """The settings of `insert_select_file` (in the statement on the embedded engine) reach the
+    file's format, the insert's limits and its deduplication, and do not outlast the insert."""
+    store.command(
+        "CREATE TABLE days (a UInt64, d Date) ENGINE = MergeTree PARTITION BY d ORDER BY a "
+        "SETTINGS non_replicated_deduplication_window = 100"
+    )
+    session = store.query(_SESSION)
+    fmt = {"format_custom_field_delimiter": ";", "format_custom_escaping_rule": "CSV"}
+    two_days = _days_file(tmp_path / "a.txt", [(1, "2026-01-01"), (2, "2026-01-02")])
+    other = _days_file(tmp_path / "b.txt", [(3, "2026-01-01")])
+
+    def insert(path: Any, token: str | None = None, **settings: Any) -> None:
+        select = lambda source: f"SELECT a, d FROM {source}"  # noqa: E731
+        store.insert_select_file(
+            "days", ("a", "d"), select, _DAYS, path, settings={**fmt, **settings}, dedup_token=token
+        )
+
+    with pytest.raises(StoreRefused, match="max_partitions_per_insert_block"):  # a limit of one partition
+        insert(two_days, max_partitions_per_insert_block=1)
+    with pytest.raises(StoreOutOfMemory):
+        insert(two_days, max_memory_usage=1, max_untracked_memory=0)
+    assert store.query(_SESSION) == session
+    insert(two_days, "token-1", max_partitions_per_insert_block=2)
+    insert(other, "token-1")  # other rows under the same token: a replay, dropped
+    insert(other, "token-2")
+    assert store.query("SELECT a, toString(d) FROM days ORDER BY a") == [
+        (1, "2026-01-01"),
+        (2, "2026-01-02"),
+        (3, "2026-01-01"),
+    ]
+    assert store.query(_SESSION) == session
+
+
+def test_insert_rows_applies_its_settings_and_dedup_token(store: Any) -> None:
+    """`insert_rows`' settings and deduplication token reach the insert on the embedded engine."""
+    store.command(
+        "CREATE TABLE days (a UInt64, d Date) ENGINE = MergeTree PARTITION BY d ORDER BY a "
+        "SETTINGS non_replicated_deduplication_window = 100"
+    )
+    session = store.query(_SESSION)
+    with pytest.raises(StoreRefused, match="max_partitions_per_insert_block"):
+        store.insert_rows(
+            "days",
+            ("a", "d"),
+            [(1, "2026-01-01"), (2, "2026-01-02")],
+            settings={"max_partitions_per_insert_block": 1},
+        )
+    store.insert_rows("days", ("a", "d"), [(1, "2026-01-01")], dedup_token="token-1")
+    store.insert_rows("days", ("a", "d"), [(2, "2026-01-01")], dedup_token="token-1")
+    assert store.query("SELECT a FROM days") == [(1,)]
+    assert store.query(_SESSION) == session
+
+
+def test_settings_clause_quotes_values_and_refuses_bad_names(store: Any) -> None:
+    """A setting's string value is a quoted literal ClickHouse reads back as given; a name that is
+    not an identifier is refused before any SQL is built."""
+    awkward = "it's a \\ path/with 'quotes'"
+    clause = settings_clause({"format_schema": awkward, "max_threads": 1})
+    assert store.query(f"SELECT getSetting('format_schema'), getSetting('max_threads') {clause}") == [
+        (awkward, 1)
+    ]
+    assert settings_clause({}) == ""
+    with pytest.raises(StoreError, match="not a valid ClickHouse identifier"):
+        settings_clause({"max_threads = 1, readonly": 1})
 
 
 @pytest.mark.skipif(

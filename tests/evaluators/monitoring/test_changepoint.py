@@ -12,6 +12,7 @@ import math
 import random
 from collections.abc import Sequence
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -125,3 +126,37 @@ def test_both_forms_find_a_late_slide_and_stay_quiet_without_one() -> None:
     assert found is not None
     assert (found.direction, found.index >= 800) == (1, True)
     assert_same(found, rate_change_by_updates(rates, late, 0.2, 10.0))
+
+
+def scale_by_searches(baseline: Sequence[float], values: Sequence[float]) -> np.ndarray:
+    """`baseline_scale` as it is defined: each value's mid-rank position in the sorted baseline
+    from its left and right insertion points, standardised by the baseline's own positions."""
+    ordered = np.sort(np.asarray(baseline, dtype=float))
+
+    def positions(points: np.ndarray) -> np.ndarray:
+        low = np.searchsorted(ordered, points, side="left")
+        high = np.searchsorted(ordered, points, side="right")
+        return (low + high) / 2 / len(ordered)
+
+    reference = positions(ordered)
+    scaled = positions(np.asarray(values, dtype=float)) - float(reference.mean())
+    sd = float(reference.std())
+    return np.sign(scaled) * 3.0 if sd == 0 else scaled / sd
+
+
+_tied = st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.0, 7.5, math.inf, -math.inf])
+_values = st.lists(_tied | st.floats(-1e6, 1e6, allow_nan=False), max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(baseline=_values.filter(len), recent=_values, nan=st.sampled_from(["", "baseline", "recent"]))
+def test_baseline_scale_is_the_two_searches_to_the_bit(
+    baseline: list[float], recent: list[float], nan: str
+) -> None:
+    """One search a recent value and the runs of equal baseline values give the positions that a
+    left and a right search give, bit for bit: ties, signed zeros, infinities and NaN included."""
+    baseline = [*baseline, math.nan] if nan == "baseline" else baseline
+    recent = [*recent, math.nan] if nan == "recent" else recent
+    with np.errstate(invalid="ignore"):
+        found, expected = baseline_scale(baseline, recent), scale_by_searches(baseline, recent)
+    assert found.tobytes() == expected.tobytes()

@@ -239,6 +239,17 @@ def test_constant_check_and_mean_on_arrays_are_the_list_definitions(x: list[floa
     assert _mean(np.array(x)) == reference.mean(x)
 
 
+_whole = st.sampled_from([0.0, -0.0, 1.0, 2.0, -3.0, 2.0**52, -(2.0**52), 2.0**53, 2.0**60, 1e300])
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.lists(_whole | st.integers(-(2**53), 2**53).map(float) | floats, min_size=1, max_size=40))
+def test_mean_of_whole_values_is_fsums_to_the_bit(x: list[float]) -> None:
+    """Whole values (rates, lengths) take numpy's sum, exact below 2**53: the same float as
+    fsum's mean, sums that would pass 2**53 and fractions included."""
+    assert repr(_mean(np.array(x))) == repr(reference.mean(x))
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(5, 120), binary_scores=st.booleans())
 def test_compare_on_arrays_is_compare_on_lists(seed: int, n: int, binary_scores: bool) -> None:

@@ -80,6 +80,31 @@ def baseline_scale(baseline: Values, values: Values) -> np.ndarray:
     """`values` as mid-rank positions in the baseline, standardised by the baseline's own positions
     (mean 0, sd 1); with a constant baseline, any other value is a full-scale (3 sd) change."""
     ordered = np.sort(np.asarray(baseline, dtype=float))
+    size = len(ordered)
+    if not size or np.isnan(ordered[-1]):  # NaN equals nothing: the searches are the definition
+        return _searched_scale(ordered, values)
+    # Each baseline value's run of equal values, [run_start, run_end): its left and right
+    # insertion points (searchsorted's "left" and "right"), found in one pass over the sorted
+    # values instead of two binary searches a value; a point of the recent window then needs
+    # one search, its right insertion point being its run's end if it equals a baseline value.
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    bounds = np.append(starts, size)
+    lengths = np.diff(bounds)
+    run_start, run_end = np.repeat(starts, lengths), np.repeat(bounds[1:], lengths)
+    reference = (run_start + run_end) / 2 / size
+    mean, sd = float(reference.mean()), float(reference.std())
+    points = np.asarray(values, dtype=float)
+    low = np.searchsorted(ordered, points, side="left")
+    inside = np.minimum(low, size - 1)
+    high = np.where(ordered[inside] == points, run_end[inside], low)
+    scaled = (low + high) / 2 / size - mean
+    if sd == 0:
+        return np.sign(scaled) * 3.0
+    return scaled / sd
+
+
+def _searched_scale(ordered: np.ndarray, values: Values) -> np.ndarray:
+    """`baseline_scale` by two searches a point (the definition the fast form follows)."""
 
     def positions(points: np.ndarray) -> np.ndarray:
         low = np.searchsorted(ordered, points, side="left")

@@ -450,7 +450,14 @@ def _insufficient(base: DriftResult, test: str, effect: str, settings: DriftSett
 
 
 def _mean(values: FloatArray) -> float | None:
-    return math.fsum(values.tolist()) / len(values) if len(values) else None
+    """The mean of the exactly rounded sum (math.fsum). Whole finite values (0/1 rates, lengths)
+    below 2**53 in all sum exactly in any order, so numpy's sum is fsum's there, without the
+    list fsum needs."""
+    if not len(values):
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    whole = np.abs(values).sum() < 2.0**53 and bool(np.all(np.floor(values) == values))
+    return float(values.sum()) / len(values) if whole else math.fsum(values.tolist()) / len(values)
 
 
 def _call_drift(results: list[DriftResult], settings: DriftSettings) -> list[DriftResult]:

@@ -64,7 +64,9 @@ def mann_whitney(baseline: Values, recent: Values) -> TestOutcome:
     x, y = np.sort(np.asarray(recent, dtype=float)), np.sort(np.asarray(baseline, dtype=float))
     n1, n2 = len(x), len(y)
     values, counts = np.unique(np.concatenate((x, y)), return_counts=True)
-    in_x = np.searchsorted(x, values, side="right") - np.searchsorted(x, values, side="left")
+    # How many of each distinct value are recent ones: each x is one of `values` (one search
+    # of x among them, rather than two of them among x).
+    in_x = np.bincount(np.searchsorted(values, x), minlength=len(values))
     mid_ranks = (np.cumsum(counts) - counts) + (counts + 1) / 2
     u1 = float(np.sum(in_x * mid_ranks)) - n1 * (n1 + 1) / 2
     u = max(u1, n1 * n2 - u1)
