@@ -528,8 +528,9 @@ def test_a_trace_stored_in_several_batches_among_others_is_read_whole(store: Any
 
 def test_after_a_restart_rounds_begun_before_it_are_looked_up_by_id(store: Any) -> None:
     """After a restart, a trace stored but not assembled before it (recovered from its
-    arrivals), and one whose batch is replayed before recover() (its spans stored by the run
-    before), are looked up by id and read whole; a late span of a trace assembled before the
+    arrivals), and one whose batches are replayed before recover() (the first stored by the run
+    before, so the replay feeds no view, the second stored now, five seconds of span time
+    later), are looked up by id and read whole; a late span of a trace assembled before the
     restart is read with the range its state keeps."""
     spans = plain_trace()
     assembled, recovered, replayed = new_trace_id(), new_trace_id(), new_trace_id()
@@ -537,19 +538,24 @@ def test_after_a_restart_rounds_begun_before_it_are_looked_up_by_id(store: Any) 
     store_spans(store, assembled, spans[:3])
     first.notify({assembled: True}, time.time())
     first.assemble_due()
-    for trace_id in (recovered, replayed):
-        store_spans(store, trace_id, spans[:1])
-        store_spans(store, trace_id, spans[1:])
+    store_spans(store, recovered, spans)
+    store_spans(store, replayed, spans[:1])
     store.insert("trace_arrivals", [ArrivalRow(recovered, f"{time.time():.6f}", 1)])
     # -- restart --
-    second = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1)
-    second.notify({replayed: True}, time.time())  # the spool's replay comes before recover()
+    second = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1, clock_margin_s=0.001)
+    # The spool's replay comes before recover(): another trace's segment, then the two of this one.
+    notify_others(store, second, 1)
+    second.notify({replayed: True}, time.time())
+    time.sleep(0.3)
+    later = [replace(span, start_ns=span.start_ns + 5_000_000_000) for span in spans[1:]]
+    store_spans(store, replayed, later)
+    second.notify({replayed: True}, time.time())
     assert second.recover() == 1
     time.sleep(0.3)
     store_spans(store, assembled, spans[3:])
     second.notify({assembled: True}, time.time())
-    assert second.assemble_due() == 3
-    assert second.looked_up_by_id == 2
+    assert second.assemble_due() == 4
+    assert second.looked_up_by_id == 3
     for trace_id, revision in ((assembled, 2), (recovered, 1), (replayed, 1)):
         [run] = stored_runs(store, trace_id)
         assert (run["Revision"], run["SpanCount"], run["ToolCount"]) == (revision, 4, 2)
