@@ -83,11 +83,7 @@ WHERE TraceId IN {ids:Array(String)}
 # Margin under the window's start, for ClickHouse's clock against ours (recover() adds the skew
 # it measures) and its milliseconds: StoredAt is cut down to one.
 CLOCK_MARGIN_S = 2.0
-# Each trace's range among the spans stored since `since` (the round's window), and each trace's
-# previous state; a hash shared with another trace brings that one's state too (ignored). The
-# hash in PREWHERE: a new trace matches no row of the granules its hash selects, and only the
-# hashes of those are read (a WHERE read every column of them: 70-130 ms against ~20 a chunk
-# of 2,000 among 500,000 states).
+# Each trace's range among the spans stored since `since` (the round's window).
 _WINDOW_RANGES = f"""
 SELECT 0, TraceId, CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp64Milli(min(SpansFrom)),
        toUnixTimestamp64Milli(max(SpansUntil))
@@ -96,6 +92,10 @@ WHERE StoredAt >= {{since:DateTime64(3)}} AND TraceId GLOBAL IN (SELECT TraceId 
 GROUP BY TraceId
 UNION ALL
 """
+# Each trace's previous state; a hash shared with another trace brings that one's state too
+# (ignored). The hash in PREWHERE: a new trace matches no row of the granules its hash selects,
+# and only the hashes of those are read (a WHERE read every column of them: 70-130 ms against
+# ~20 a chunk of 2,000 among 500,000 states).
 _PREVIOUS_STATE = f"""
 SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision),
        toUnixTimestamp64Milli(argMax(SpansFrom, Version)), toUnixTimestamp64Milli(argMax(SpansUntil, Version))
@@ -252,7 +252,8 @@ class Assembler(BackgroundLoop):
     # -- input ---------------------------------------------------------------------------
 
     def notify(self, traces: dict[str, bool], arrived_at: float) -> None:
-        """Called by the writer after spans of these traces were stored."""
+        """Called by the writer after spans of these traces were stored, batch after batch in
+        the order it stored them (each new round's arrival window starts at the batch before)."""
         now = time.monotonic()
         with self._lock:
             window_from = self._last_stored
