@@ -21,11 +21,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from otlp_builders import new_span_id, new_trace_id
 
-from agenttrail.collector.assembler import Assembler, even_chunk
+from agenttrail.collector.assembler import Assembler, even_chunk, trajectory_row
 from agenttrail.collector.otlp_decode import ns_to_clickhouse
+from agenttrail.collector.rows import ArrivalRow
 from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.collector.trajectory import SpanEvent, SpanRecord
+from agenttrail.collector.trajectory import SpanEvent, SpanRecord, build_runs
 
 BASE_NS = 1_750_000_000_000_000_000
 _SPAN_COLUMNS = (
@@ -431,7 +432,7 @@ def test_a_store_of_the_previous_schema_keeps_assembling_after_migration_7(
         old_ids = new_trace_id(), new_trace_id()
         for trace_id in old_ids:
             store_spans(store, trace_id, old[:3] + old[4:])
-        assert migrate(store, MIGRATIONS) == [7]
+        assert migrate(store, MIGRATIONS) == [7, 8]
         whole_second = BASE_NS // 1_000_000
         assert lookup(store, old_ids[0]) == (whole_second, whole_second + 1_000)
         by_sql = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1)
@@ -459,6 +460,144 @@ def test_a_store_of_the_previous_schema_keeps_assembling_after_migration_7(
             assert (run["SpanCount"], run["ToolCount"]) == (4, 2)
         assert by_sql.plain_runs == 3
         assert by_sql.failures == by_python.failures == 0
+    finally:
+        store.close()
+
+
+def started(store: Any, **options: Any) -> Assembler:
+    """An assembler as the sidecar starts one: recovered before the writer stores anything. Its
+    arrival window starts a millisecond before a round's first batch (a sidecar's: 2 s, which
+    would hide a window that starts too late from tests this quick; they wait 0.3 s instead)."""
+    assembler = Assembler(store.clone(), quiet_period_s=0.0, clock_margin_s=0.001, **options)
+    assembler.recover()
+    return assembler
+
+
+def notify_others(store: Any, assembler: Assembler, batches: int) -> None:
+    """Batches of other traces stored and notified in between (the window moves on)."""
+    for _ in range(batches):
+        other = new_trace_id()
+        store_spans(store, other, plain_trace())
+        assembler.notify({other: True}, time.time())
+
+
+@pytest.mark.parametrize("sql", [True, False])
+def test_a_late_span_after_a_long_gap_reads_the_spans_assembled_before(store: Any, sql: bool) -> None:
+    """A trace's late span, stored after many other batches and an hour of span time later,
+    is the only span of the new round in the arrival window: the spans assembled before are
+    read through the range assembled_traces keeps, and the run is whole, a new revision,
+    without looking the trace up by id."""
+    spans = plain_trace()
+    trace_id = new_trace_id()
+    assembler = started(store, sql_min_traces=1, sql_assembly=sql)
+    store_spans(store, trace_id, spans[:3])
+    assembler.notify({trace_id: True}, time.time())
+    assembler.assemble_due()
+    notify_others(store, assembler, 3)
+    assembler.assemble_due()
+    time.sleep(0.3)  # the first spans lie well before the window of the late span's round
+    late = replace(spans[3], start_ns=BASE_NS + 3_600_000_000_000)
+    store_spans(store, trace_id, [late])
+    assembler.notify({trace_id: True}, time.time())
+    assembler.assemble_due()
+    [run] = stored_runs(store, trace_id)
+    assert (run["Revision"], run["SpanCount"], run["ToolCount"]) == (2, 4, 2)
+    assert assembler.looked_up_by_id == 0
+    assert assembler.failures == 0
+
+
+@pytest.mark.parametrize("sql", [True, False])
+def test_a_trace_stored_in_several_batches_among_others_is_read_whole(store: Any, sql: bool) -> None:
+    """A round's spans stored in three batches with other traces' batches in between: the
+    window starts before the first (its agent span, the earliest of the trace, a second before
+    the rest), so every span is read, by the window alone."""
+    spans = plain_trace()
+    spans[3] = replace(spans[3], start_ns=BASE_NS + 5_000_000_000)
+    trace_id = new_trace_id()
+    assembler = started(store, sql_min_traces=1, sql_assembly=sql)
+    for part in (spans[:1], spans[1:3], spans[3:]):
+        notify_others(store, assembler, 2)
+        store_spans(store, trace_id, part)
+        time.sleep(0.3)  # a slow insert: its batch is notified well after its spans were stored
+        assembler.notify({trace_id: True}, time.time())
+    assert assembler.assemble_due() == 7
+    [run] = stored_runs(store, trace_id)
+    assert (run["Revision"], run["SpanCount"], run["ToolCount"], run["Agent"]) == (1, 4, 2, "support")
+    assert assembler.looked_up_by_id == 0
+
+
+def test_after_a_restart_rounds_begun_before_it_are_looked_up_by_id(store: Any) -> None:
+    """After a restart, a trace stored but not assembled before it (recovered from its
+    arrivals), and one whose batches are replayed before recover() (the first stored by the run
+    before, so the replay feeds no view, the second stored now, five seconds of span time
+    later), are looked up by id and read whole; a late span of a trace assembled before the
+    restart is read with the range its state keeps."""
+    spans = plain_trace()
+    assembled, recovered, replayed = new_trace_id(), new_trace_id(), new_trace_id()
+    first = started(store, sql_min_traces=1)
+    store_spans(store, assembled, spans[:3])
+    first.notify({assembled: True}, time.time())
+    first.assemble_due()
+    store_spans(store, recovered, spans)
+    store_spans(store, replayed, spans[:1])
+    store.insert("trace_arrivals", [ArrivalRow(recovered, f"{time.time():.6f}", 1)])
+    # -- restart --
+    second = Assembler(store.clone(), quiet_period_s=0.0, sql_min_traces=1, clock_margin_s=0.001)
+    # The spool's replay comes before recover(): another trace's segment, then the two of this one.
+    notify_others(store, second, 1)
+    second.notify({replayed: True}, time.time())
+    time.sleep(0.3)
+    later = [replace(span, start_ns=span.start_ns + 5_000_000_000) for span in spans[1:]]
+    store_spans(store, replayed, later)
+    second.notify({replayed: True}, time.time())
+    assert second.recover() == 1
+    time.sleep(0.3)
+    store_spans(store, assembled, spans[3:])
+    second.notify({assembled: True}, time.time())
+    assert second.assemble_due() == 4
+    assert second.looked_up_by_id == 3
+    for trace_id, revision in ((assembled, 2), (recovered, 1), (replayed, 1)):
+        [run] = stored_runs(store, trace_id)
+        assert (run["Revision"], run["SpanCount"], run["ToolCount"]) == (revision, 4, 2)
+
+
+def test_a_store_assembled_before_migration_8_reassembles_late_spans(chdb_dir: Any, database: str) -> None:
+    """Migration 8 on a store assembled at migration 7: assembly_state's rows are copied into
+    assembled_traces (without a range), so a late span after it makes a new revision of the
+    whole run (its earlier spans found by id) and deletes no run; the next late span then
+    reads the range that revision stored, without a look-up by id."""
+    store = Store(parse_store(str(chdb_dir), database))
+    try:
+        migrate(store, [m for m in MIGRATIONS if m.version < 8])
+        spans = plain_trace()
+        trace_id = new_trace_id()
+        store_spans(store, trace_id, spans[:2])
+        [run] = build_runs([replace(span, trace_id=trace_id) for span in spans[:2]])
+        store.insert("trajectories", [trajectory_row(run, revision=1, assembled_at=time.time(), version=1)])
+        store.insert_rows(
+            "assembly_state",
+            ["TraceId", "AssembledThrough", "RunKeys", "Revision", "Version"],
+            [(trace_id, f"{time.time():.6f}", [run.root_span_id], 1, 1)],
+        )
+        assert migrate(store, MIGRATIONS) == [8]
+        copied = store.query(
+            "SELECT RunKeys, Revision, toUnixTimestamp64Milli(SpansFrom) FROM assembled_traces "
+            "WHERE TraceId = {t:String}",
+            {"t": trace_id},
+        )
+        assert copied == [([run.root_span_id], 1, 0)]
+        assembler = started(store, sql_min_traces=1)
+        for late, (revision, span_count, by_id) in zip(spans[2:], ((2, 3, 1), (3, 4, 1)), strict=True):
+            store_spans(store, trace_id, [late])
+            assembler.notify({trace_id: True}, time.time())
+            assembler.assemble_due()
+            [stored] = stored_runs(store, trace_id)
+            assert (stored["Revision"], stored["SpanCount"], stored["RootSpanId"]) == (
+                revision,
+                span_count,
+                run.root_span_id,
+            )
+            assert assembler.looked_up_by_id == by_id
     finally:
         store.close()
 

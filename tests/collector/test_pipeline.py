@@ -177,7 +177,7 @@ def test_runs_stored_before_a_crash_are_replaced_after_the_restart(start_sidecar
     # runs stored above lose their assembly state.
     first.pipeline.accept(request(agent_span(trace, root, 0, 10, parent=parent)).SerializeToString())
     assert first.flush(30)
-    first.store.command("DELETE FROM assembly_state WHERE TraceId = {t:String}", {"t": trace})
+    first.store.command("DELETE FROM assembled_traces WHERE TraceId = {t:String}", {"t": trace})
     first.stop()
     second = start_sidecar(quiet_period_s=0.2)
     assert second.wait_until_assembled(30)

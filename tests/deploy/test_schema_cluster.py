@@ -57,7 +57,7 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
     assert kinds["Distributed"] == kinds["ReplicatedMergeTree"] + kinds["ReplicatedReplacingMergeTree"]
     assert not {k for k in kinds if k.endswith("MergeTree") and not k.startswith("Replicated")}
     joined = "\n".join(statements)
-    for table in ("otel_traces", "trajectories", "scores", "evaluation_decisions", "assembly_state"):
+    for table in ("otel_traces", "trajectories", "scores", "evaluation_decisions", "assembled_traces"):
         assert f"Distributed(prod, traces, {table}_local, cityHash64(TraceId))" in joined
     assert "TO traces.otel_traces_trace_id_ts_local" in joined
     assert "replicated_deduplication_window_seconds = 604800" in joined

@@ -30,7 +30,7 @@ from agenttrail.evaluators.scoring.schema import HeartbeatRow, ReferenceRow, Sco
 ROW_TYPES: dict[str, tuple[type[Any], str]] = {
     "trajectories": (TrajectoryRow, "TraceId"),
     "trace_arrivals": (ArrivalRow, "TraceId"),
-    "assembly_state": (AssemblyStateRow, "TraceId"),
+    "assembled_traces": (AssemblyStateRow, "TraceId"),
     "schema_migrations": (MigrationRow, "Version"),
     "scores": (ScoreRow, "TraceId"),
     "evaluation_decisions": (DecisionRow, "TraceId"),
@@ -97,7 +97,9 @@ def written_micros(text: str) -> int:
 
 
 def described(store: Store, table: str) -> list[tuple[str, str]]:
-    return [(row[0], row[1]) for row in store.query(f"DESCRIBE TABLE {table}")]
+    """The columns an insert writes: not those ClickHouse computes (MATERIALIZED, ALIAS)."""
+    rows = store.query(f"DESCRIBE TABLE {table}")
+    return [(row[0], row[1]) for row in rows if row[2] not in ("MATERIALIZED", "ALIAS")]
 
 
 @pytest.fixture

@@ -7,14 +7,25 @@ with a higher `Revision`, which is how evaluators know to re-score it. Runs that
 re-assembly (e.g. a late agent span replaces a fallback root) are written as deletions.
 
 What is pending lives in memory and is rebuilt after a restart from `trace_arrivals` and
-`assembly_state`, so no trace is left unassembled. A trace whose runs were stored but not its
+`assembled_traces`, so no trace is left unassembled. A trace whose runs were stored but not its
 state (a crash between the two writes) is re-assembled as a new revision of those runs.
+
+What a chunk looks up costs about the same on a store of millions of traces as on a fresh one
+(collector migration 8): where its traces' new spans lie from `assembly_ranges`, sorted by when
+ClickHouse stored them, reading only the rows stored since the round's first arrival (the
+writer stores batches one after another, so every span of the round is stored after the batch
+notified before it); where the spans assembled before lie, with the previous runs, from
+`assembled_traces`, keyed by a hash of the id. A trace whose round began before `recover()` (a
+restart: its spans may have been stored by the run before), or none of whose spans the window
+holds (stored by another sidecar, or before the restart), is looked up by id in
+`otel_traces_trace_id_ts`, as every trace was before.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -69,16 +80,32 @@ FROM otel_traces
 WHERE TraceId IN {ids:Array(String)}
   AND Timestamp >= {since:DateTime64(9)} AND Timestamp < {until:DateTime64(9)}
 """
-# What a chunk needs before it is assembled, in one statement over the chunk's ids (the
-# temporary table assembly_sql.CHUNK_TABLE): one row with the time range the traces' spans lie
-# in (Kind 0), then each assembled trace's previous run keys and revision (Kind 1).
-_BEFORE_QUERY = f"""
-SELECT 0, '', CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp64Milli(min(SpansFrom)),
+# Margin under the window's start, for ClickHouse's clock against ours (recover() adds the skew
+# it measures) and its milliseconds: StoredAt is cut down to one.
+CLOCK_MARGIN_S = 2.0
+# Each trace's range among the spans stored since `since` (the round's window).
+_WINDOW_RANGES = f"""
+SELECT 0, TraceId, CAST([], 'Array(String)'), toUInt32(0), toUnixTimestamp64Milli(min(SpansFrom)),
        toUnixTimestamp64Milli(max(SpansUntil))
-FROM otel_traces_trace_id_ts WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE})
+FROM assembly_ranges
+WHERE StoredAt >= {{since:DateTime64(3)}} AND TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE})
+GROUP BY TraceId
 UNION ALL
-SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision), 0, 0
-FROM assembly_state WHERE TraceId GLOBAL IN (SELECT TraceId FROM {CHUNK_TABLE}) GROUP BY TraceId
+"""
+# Each trace's previous state; a hash shared with another trace brings that one's state too
+# (ignored). The hash in PREWHERE: a new trace matches no row of the granules its hash selects,
+# and only the hashes of those are read (a WHERE read every column of them: 70-130 ms against
+# ~20 a chunk of 2,000 among 500,000 states).
+_PREVIOUS_STATE = f"""
+SELECT 1, TraceId, argMax(RunKeys, Version), max(Revision),
+       toUnixTimestamp64Milli(argMax(SpansFrom, Version)), toUnixTimestamp64Milli(argMax(SpansUntil, Version))
+FROM assembled_traces PREWHERE TraceHash GLOBAL IN (SELECT cityHash64(TraceId) FROM {CHUNK_TABLE})
+GROUP BY TraceId
+"""
+# The range of every span of these traces, by id: for traces the window cannot answer for.
+_RANGES_BY_ID = """
+SELECT TraceId, toUnixTimestamp64Milli(min(SpansFrom)), toUnixTimestamp64Milli(max(SpansUntil))
+FROM otel_traces_trace_id_ts WHERE TraceId IN {ids:Array(String)} GROUP BY TraceId
 """
 _RECOVERY_QUERY = """
 SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent
@@ -88,7 +115,7 @@ FROM (
     GROUP BY TraceId
 ) AS a
 LEFT JOIN (
-    SELECT TraceId, max(AssembledThrough) AS done FROM assembly_state GROUP BY TraceId
+    SELECT TraceId, max(AssembledThrough) AS done FROM assembled_traces GROUP BY TraceId
 ) AS s ON a.TraceId = s.TraceId
 WHERE a.last_arrival > s.done
 """
@@ -98,7 +125,7 @@ WHERE a.last_arrival > s.done
 _STORED_WITHOUT_STATE = """
 SELECT TraceId, groupArray(RootSpanId), max(Revision) FROM trajectories FINAL
 WHERE TraceId IN {ids:Array(String)}
-  AND TraceId NOT IN (SELECT TraceId FROM assembly_state WHERE TraceId IN {ids:Array(String)})
+  AND TraceId NOT IN (SELECT TraceId FROM assembled_traces WHERE TraceId IN {ids:Array(String)})
 GROUP BY TraceId
 """
 
@@ -110,6 +137,9 @@ class _Pending:
     last_arrival: float  # wall-clock arrival time of the newest stored batch with this trace
     seen_monotonic: float  # when we last heard of the trace, for the quiet period
     has_agent: bool
+    # When the writer notified the batch stored before this round's first one: every span of
+    # the round was stored after it. None: unknown (the round began before recover()).
+    window_from: float | None
 
 
 def even_chunk(remaining: int, most: int) -> int:
@@ -180,6 +210,9 @@ class Assembler(BackgroundLoop):
         sql_assembly: bool = True,
         sql_min_traces: int = SQL_MIN_TRACES,
         max_query_memory: int = ASSEMBLY_MAX_MEMORY,
+        # Seconds the arrival window starts before the round's first batch (at least ClickHouse's
+        # millisecond); recover() adds how far the store's clock is behind.
+        clock_margin_s: float = CLOCK_MARGIN_S,
     ) -> None:
         super().__init__(
             what="trajectory assembly", thread_name="agenttrail-assembler", poll_interval_s=poll_interval_s
@@ -196,6 +229,10 @@ class Assembler(BackgroundLoop):
         self.memory_refusals = 0
         self._recovery_lookback_s = recovery_lookback_s
         self._pending: dict[str, _Pending] = {}
+        # The arrival time of the last batch notified (None before the first, or recover()).
+        self._last_stored: float | None = None
+        self.clock_margin_s = max(clock_margin_s, 0.001)
+        self._clock_margin_s = self.clock_margin_s
         # Previous (run keys, revision) of recovered traces stored without state (recover()).
         self._unrecorded: dict[str, tuple[list[str], int]] = {}
         self._lock = threading.Lock()
@@ -207,6 +244,7 @@ class Assembler(BackgroundLoop):
         self.sql_min_traces = sql_min_traces
         self.assembled_runs = 0
         self.plain_runs = 0  # of which assembled by ClickHouse
+        self.looked_up_by_id = 0  # traces whose range the arrival window could not give
         self.failures = 0
         # Called after trajectories were written (the evaluator wakes up on it).
         self.listeners: list[Callable[[], None]] = []
@@ -214,20 +252,27 @@ class Assembler(BackgroundLoop):
     # -- input ---------------------------------------------------------------------------
 
     def notify(self, traces: dict[str, bool], arrived_at: float) -> None:
-        """Called by the writer after spans of these traces were stored."""
+        """Called by the writer after spans of these traces were stored, batch after batch in
+        the order it stored them (each new round's arrival window starts at the batch before)."""
         now = time.monotonic()
         with self._lock:
+            window_from = self._last_stored
             for trace_id, has_agent in traces.items():
                 entry = self._pending.get(trace_id)
                 if entry is None:
-                    self._pending[trace_id] = _Pending(arrived_at, now, has_agent)
+                    self._pending[trace_id] = _Pending(arrived_at, now, has_agent, window_from)
                 else:
                     entry.last_arrival = max(entry.last_arrival, arrived_at)
                     entry.seen_monotonic = now
                     entry.has_agent = entry.has_agent or has_agent
+            self._last_stored = arrived_at if window_from is None else max(window_from, arrived_at)
 
     def recover(self) -> int:
-        """Re-queue traces that arrived but were not assembled before a restart."""
+        """Re-queue traces that arrived but were not assembled before a restart. Runs before
+        the writer stores new batches (as the sidecar starts): their rounds' windows begin now.
+        Rounds begun before (recovered traces, batches replayed from the spool, whose spans may
+        have been stored by the run before) are looked up by id."""
+        self._measure_clock()
         rows = self._store.query(_RECOVERY_QUERY, {"lookback": self._recovery_lookback_s})
         unrecorded: dict[str, tuple[list[str], int]] = {}
         for start in range(0, len(rows), self._chunk):
@@ -237,11 +282,26 @@ class Assembler(BackgroundLoop):
         now = time.monotonic()
         with self._lock:
             self._unrecorded.update(unrecorded)
+            for entry in self._pending.values():
+                entry.window_from = None
             for trace_id, last_arrival, has_agent in rows:
-                self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent))
+                self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent), None)
+            self._last_stored = time.time()
         if rows:
             log.info("resuming assembly of %d trace(s) from before the restart", len(rows))
         return len(rows)
+
+    def _measure_clock(self) -> None:
+        """Widen the window's margin by how far ClickHouse's clock is behind ours (a server)."""
+        before = time.time()
+        [(server_ms,)] = self._store.query("SELECT toUnixTimestamp64Milli(now64(3))")
+        behind = (before + time.time()) / 2 - int(server_ms) / 1000
+        if behind > CLOCK_MARGIN_S / 2:
+            log.warning(
+                "the store's clock is %.1f s behind this host's; assembly widens its look-up window by that",
+                behind,
+            )
+        self._clock_margin_s = self.clock_margin_s + max(0.0, behind)
 
     @property
     def pending_count(self) -> int:
@@ -377,20 +437,19 @@ class Assembler(BackgroundLoop):
         # more statements each (read the old value, SET, SET back).
         limit = f"\nSETTINGS max_memory_usage = {int(max_memory)}" if max_memory else ""
         ids = list(through)
-        previous: dict[str, tuple[list[str], int]] = {}
-        bounds: tuple[str, str] | None = None
         # Created again each chunk (a no-op): a server drops a session's tables after a while idle.
         self._store.command(CREATE_CHUNK_TABLE)
         self._store.command(f"TRUNCATE TABLE {CHUNK_TABLE}")
         self._store.insert_rows(CHUNK_TABLE, ["TraceId"], [(trace_id,) for trace_id in ids])
-        for kind, trace_id, keys, revision, since, until in self._store.query(_BEFORE_QUERY):
-            if kind == 1:
-                previous[trace_id] = (list(keys), int(revision))
-            elif since and until:
-                # Every span of the chunk starts in [since, until), to the millisecond (whole
-                # seconds for rows stored before migration 7). No wider: at 50,000 spans/s each
-                # second more is ~50,000 spans more that the chunk reads.
-                bounds = _ms3(int(since)), _ms3(int(until))
+        previous, ranges = self._look_up(ids)
+        bounds: tuple[str, str] | None = None
+        if ranges:
+            # Every span of the chunk starts in [since, until), to the millisecond (whole
+            # seconds for rows stored before migration 7). No wider: at 50,000 spans/s each
+            # second more is ~50,000 spans more that the chunk reads.
+            since = min(low for low, _ in ranges.values())
+            until = max(high for _, high in ranges.values())
+            bounds = _ms3(since), _ms3(until)
         if self._unrecorded:
             with self._lock:
                 for trace_id in ids:
@@ -420,11 +479,13 @@ class Assembler(BackgroundLoop):
             trajectory_rows.extend(
                 deletion_row(trace_id, gone, now, version) for gone in set(old_keys) - set(keys)
             )
-            state_rows.append(AssemblyStateRow(trace_id, _ts6(through[trace_id]), keys, revision, version))
+            low, high = (_ms3(ms) for ms in ranges.get(trace_id, (0, 0)))
+            done = _ts6(through[trace_id])
+            state_rows.append(AssemblyStateRow(trace_id, done, keys, revision, version, low, high))
         self._store.insert("trajectories", trajectory_rows)
         # State last: a crash before it only means the trace is assembled again (recover() reads
         # the runs stored, so that is a re-assembly of them).
-        self._store.insert("assembly_state", state_rows)
+        self._store.insert("assembled_traces", state_rows)
         if self._unrecorded:
             with self._lock:
                 for trace_id in ids:
@@ -435,6 +496,47 @@ class Assembler(BackgroundLoop):
         for listener in self.listeners:
             listener()
         return runs_written
+
+    def _look_up(self, ids: list[str]) -> tuple[dict[str, tuple[list[str], int]], dict[str, tuple[int, int]]]:
+        """The chunk's previous states (run keys, revision) and each trace's span range
+        (Unix ms, [from, until)): the spans of this round (by the window, else by id) with the
+        range assembled before. The chunk's ids are in CHUNK_TABLE."""
+        with self._lock:
+            windows = {trace_id: self._window_from(trace_id) for trace_id in ids}
+        known = [window for window in windows.values() if window is not None]
+        sql, params = _PREVIOUS_STATE, {}
+        if known:
+            sql = _WINDOW_RANGES + _PREVIOUS_STATE
+            params = {"since": _ms3(math.floor((min(known) - self._clock_margin_s) * 1000))}
+        previous: dict[str, tuple[list[str], int]] = {}
+        ranges: dict[str, tuple[int, int]] = {}
+        found: set[str] = set()
+        stated: set[str] = set()
+        for kind, trace_id, keys, revision, low, high in self._store.query(sql, params):
+            if trace_id not in windows:
+                continue  # another trace with the same hash
+            if kind == 1:
+                previous[trace_id] = (list(keys), int(revision))
+                if not low:
+                    continue  # copied from assembly_state (migration 8): no range stored
+                stated.add(trace_id)
+            else:
+                found.add(trace_id)
+            _widen(ranges, trace_id, int(low), int(high))
+        by_id = [
+            trace_id
+            for trace_id, window in windows.items()
+            if window is None or trace_id not in found or (trace_id in previous and trace_id not in stated)
+        ]
+        if by_id:
+            self.looked_up_by_id += len(by_id)
+            for trace_id, low, high in self._store.query(_RANGES_BY_ID, {"ids": by_id}):
+                _widen(ranges, trace_id, int(low), int(high))
+        return previous, ranges
+
+    def _window_from(self, trace_id: str) -> float | None:
+        entry = self._pending.get(trace_id)
+        return entry.window_from if entry is not None else None
 
     def _assemble_plain(
         self,
@@ -474,6 +576,12 @@ class Assembler(BackgroundLoop):
         for row in self._store.query(_SPAN_QUERY + limit, params):
             spans.setdefault(row[0], []).append(_span_from_row(row))
         return spans
+
+
+def _widen(ranges: dict[str, tuple[int, int]], trace_id: str, low: int, high: int) -> None:
+    """Make a trace's range in `ranges` cover [low, high) too."""
+    known = ranges.get(trace_id)
+    ranges[trace_id] = (low, high) if known is None else (min(known[0], low), max(known[1], high))
 
 
 def deletion_row(trace_id: str, root_span_id: str, now: float, version: int) -> TrajectoryRow:

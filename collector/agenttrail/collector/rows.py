@@ -58,13 +58,16 @@ class ArrivalRow(NamedTuple):
 
 
 class AssemblyStateRow(NamedTuple):
-    """An `assembly_state` row: how far a trace is assembled and which runs it left."""
+    """An `assembled_traces` row (migration 8; `assembly_state` before, without the range): how
+    far a trace is assembled, which runs it left and where its spans lie."""
 
     TraceId: str
     AssembledThrough: str  # `seconds.fraction` text: arrivals up to here are assembled
     RunKeys: list[str]  # the root span ids of the runs stored for the trace
     Revision: int
     Version: int
+    SpansFrom: str  # `seconds.fraction` text: every span assembled starts in [SpansFrom, SpansUntil)
+    SpansUntil: str
 
 
 class MigrationRow(NamedTuple):

@@ -185,6 +185,58 @@ CREATE TABLE IF NOT EXISTS trajectories (
 ORDER BY (TraceId, RootSpanId)
 """
 
+# Migration 8: what a chunk of assembly looks up, at a cost that does not grow with the store.
+# Its traces' span ranges by arrival: a row per (stored block, trace), sorted by when ClickHouse
+# stored it, so a chunk reads only the rows stored since its traces' first arrival this round
+# (Assembler: the writer stores batches one after another, so that is every row of the round).
+# The trace-id lookup, sorted by TraceId in 8,192-row granules, made each of a chunk's random
+# ids read a granule of its own: min(table, 2,000 x 8,192) rows, ~250 ms of CPU a chunk after
+# 2,000,000 traces (docs/performance.md). Kept a week, like trace_arrivals.
+ASSEMBLY_RANGES = """
+CREATE TABLE IF NOT EXISTS assembly_ranges (
+    StoredAt DateTime64(3),
+    TraceId String,
+    SpansFrom DateTime64(3),
+    SpansUntil DateTime64(3)
+) ENGINE = MergeTree
+ORDER BY (StoredAt, TraceId)
+TTL toDateTime(StoredAt) + INTERVAL 7 DAY
+"""
+
+# Migration 7's millisecond bounds, stamped with the time ClickHouse stores the block.
+ASSEMBLY_RANGES_MV = """
+CREATE MATERIALIZED VIEW IF NOT EXISTS assembly_ranges_mv TO assembly_ranges
+AS SELECT now64(3) AS StoredAt, TraceId, toDateTime64(min(Timestamp), 3) AS SpansFrom,
+       toDateTime64(max(Timestamp), 3) + toIntervalMillisecond(1) AS SpansUntil
+FROM otel_traces WHERE TraceId != '' GROUP BY TraceId
+"""
+
+# Each trace's assembly state (assembly_state's columns) plus the span range assembled, so a
+# late span's round reads the range of the spans before it from here, not by trace id from the
+# lookup. Sorted by a 64-bit hash of the id in 256-row granules: a look-up of 2,000 ids costs
+# ClickHouse a third of what the 32-byte ids in 8,192-row granules cost (35-55 against 120-170
+# ms at 2,000,000 traces), reading a sixteenth of the rows. Rows copied from assembly_state
+# have no range (SpansFrom 0): their next round looks it up by id (otel_traces_trace_id_ts).
+ASSEMBLED_TRACES = """
+CREATE TABLE IF NOT EXISTS assembled_traces (
+    TraceId String,
+    TraceHash UInt64 MATERIALIZED cityHash64(TraceId),
+    AssembledThrough DateTime64(6),
+    RunKeys Array(String),
+    Revision UInt32,
+    Version UInt64,
+    SpansFrom DateTime64(3),
+    SpansUntil DateTime64(3)
+) ENGINE = ReplacingMergeTree(Version)
+ORDER BY (TraceHash, TraceId)
+SETTINGS index_granularity = 256
+"""
+
+ASSEMBLED_TRACES_FILL = """
+INSERT INTO assembled_traces (TraceId, AssembledThrough, RunKeys, Revision, Version)
+SELECT TraceId, AssembledThrough, RunKeys, Revision, Version FROM assembly_state
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -280,6 +332,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             "SpansUntil DateTime64(3) DEFAULT End + 1",
             TRACE_ID_TS_MV_TO_THE_MILLISECOND,
         ),
+    ),
+    # A chunk's look-ups bounded by the arrival window and a hashed key (above): the assembler
+    # reads assembly_ranges and writes assembled_traces; assembly_state is no longer written
+    # (its rows are copied; the fill's repeat writes rows of the same versions).
+    Migration(
+        8,
+        "assembly look-ups by arrival: assembly_ranges, assembled_traces",
+        (ASSEMBLY_RANGES, ASSEMBLY_RANGES_MV, ASSEMBLED_TRACES, ASSEMBLED_TRACES_FILL),
     ),
 )
 
