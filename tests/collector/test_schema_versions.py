@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from agenttrail.collector import schema
+from agenttrail.collector.errors import StoreError
 from agenttrail.collector.schema import MIGRATIONS, Migration, combine, migrate
 from agenttrail.collector.store import Store, parse_store
 
@@ -119,6 +121,44 @@ def test_two_clients_migrating_at_once_agree(fresh: Store) -> None:
     assert records(fresh) == [(m.version, m.name, m.checksum) for m in MIGRATIONS]
     columns = {name for name, _type, *_ in fresh.query("DESCRIBE TABLE trajectories")}
     assert {"Model", "AvailableTools", "Incomplete"} <= columns
+
+
+def test_a_statement_failing_while_another_process_migrates_is_tried_again(
+    fresh: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race the test above can hit: the other process ran ahead, a later migration undid what
+    this one's statement needs, and the statement fails. After a pause this process reads the
+    other's records and skips what they hold instead of failing its start."""
+    other = fresh.clone()
+    command = fresh.command
+    failed: list[str] = []
+
+    def racing(sql: str, parameters: Any = None) -> Any:
+        if "ADD PROJECTION" in sql and not failed:
+            failed.append(sql)
+            migrate(other)  # the other process finishes first
+            raise StoreError("ADD PROJECTION is not supported (deduplicate_merge_projection_mode)")
+        return command(sql, parameters)
+
+    monkeypatch.setattr(fresh, "command", racing)
+    monkeypatch.setattr(schema, "RACE_PAUSES_S", (0.0,))
+    # Its own migrations, up to the one that failed (4 adds the projection).
+    assert migrate(fresh) == [m.version for m in MIGRATIONS if m.version < 4]
+    other.close()
+    assert failed
+    assert records(fresh) == [(m.version, m.name, m.checksum) for m in MIGRATIONS]
+
+
+def test_a_failure_of_its_own_is_raised_after_the_pauses(
+    fresh: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement that goes on failing is raised as it was, after every pause."""
+    pauses: list[float] = []
+    monkeypatch.setattr(schema.time, "sleep", pauses.append)
+    broken = Migration(99, "broken", ("ALTER TABLE no_such_table ADD COLUMN IF NOT EXISTS X UInt8",))
+    with pytest.raises(StoreError, match="no_such_table"):
+        migrate(fresh, (*MIGRATIONS, broken))
+    assert pauses == list(schema.RACE_PAUSES_S)
 
 
 def test_a_version_claimed_twice_is_refused() -> None:

@@ -381,9 +381,10 @@ def recorded_migrations(store: Store) -> dict[int, str]:
         if not columns:
             store.command(MIGRATIONS_TABLE)
             return {}
-        if "Checksum" in columns:
-            raise  # the table is fine: the failure was something else
-        store.command(MIGRATIONS_TABLE_CHECKSUM)
+        if "Checksum" not in columns:
+            store.command(MIGRATIONS_TABLE_CHECKSUM)
+        # With the column there, another process created the table since the first query, or
+        # the failure was something else and this query fails again.
         rows = store.query(_RECORDED)
     return {int(version): str(checksum) for version, checksum in rows}
 
@@ -406,6 +407,7 @@ def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[
     Every statement is idempotent, so two processes migrating one server at once (each may run a
     statement the other already ran), or a crash before the record is written, leave the same
     schema. The records are written in one insert after the last migration (or the one that failed).
+    A failed statement is tried again after a pause, with the records read again (RACE_PAUSES_S).
     """
     ordered = combine(migrations)
     recorded = recorded_migrations(store)
@@ -426,6 +428,36 @@ def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[
                 migration.version,
                 migration.name,
             )
+    applied: list[int] = []
+    for pause in (*RACE_PAUSES_S, None):
+        try:
+            _apply(store, ordered, recorded, applied)
+            return applied
+        except _StatementFailed as failed:
+            if pause is None:
+                raise failed.error from None
+            # Another process migrating the same store may be a step ahead (a later migration
+            # undid what this statement relies on): once it has recorded its migrations, they
+            # are skipped here. A failure of this code's own goes on failing, and is raised.
+            log.info("a schema statement failed (%s); trying again in %.1f s", failed.error, pause)
+            time.sleep(pause)
+            recorded = recorded_migrations(store)
+    raise AssertionError("unreachable")
+
+
+# Pauses before re-reading the records and trying again after a migration statement failed.
+RACE_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
+
+
+class _StatementFailed(Exception):
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _apply(store: Store, ordered: Sequence[Migration], recorded: dict[int, str], applied: list[int]) -> None:
+    """Apply the migrations not recorded, adding each one's version to `applied`, then record the
+    ones applied (also when one failed)."""
     done: list[Migration] = []
     try:
         for migration in ordered:
@@ -433,15 +465,16 @@ def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[
                 continue
             log.info("applying schema migration %d: %s", migration.version, migration.name)
             for statement in migration.statements:
-                store.command(statement)
+                try:
+                    store.command(statement)
+                except StoreError as exc:
+                    raise _StatementFailed(exc) from exc
             done.append(migration)
+            applied.append(migration.version)
     finally:
         if done:
-            applied = f"{time.time():.3f}"
-            store.insert(
-                "schema_migrations", [MigrationRow(m.version, m.name, applied, m.checksum) for m in done]
-            )
-    return [m.version for m in done]
+            at = f"{time.time():.3f}"
+            store.insert("schema_migrations", [MigrationRow(m.version, m.name, at, m.checksum) for m in done])
 
 
 @dataclass(frozen=True, slots=True)
