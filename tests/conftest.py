@@ -139,9 +139,26 @@ def grpc_path(request: pytest.FixtureRequest) -> dict[str, bool]:
 
 
 @pytest.fixture
-def start_sidecar(
+def sidecar_settings(
     chdb_dir: Path, database: str, tmp_path: Path, grpc_path: dict[str, bool]
-) -> Iterator[Callable[..., Any]]:
+) -> dict[str, Any]:
+    """The tests' `SidecarConfig` fields: this test's database, loopback on ephemeral ports, a
+    short quiet period and flush interval, and the gRPC path chosen for the run."""
+    return {
+        "store": str(chdb_dir),
+        "database": database,
+        "grpc": "127.0.0.1:0",
+        "http": "127.0.0.1:0",
+        "spool_dir": str(tmp_path / "spool"),
+        "quiet_period_s": 0.3,
+        "idle_timeout_s": 1.0,
+        "flush_interval_s": 0.05,
+        **grpc_path,
+    }
+
+
+@pytest.fixture
+def start_sidecar(sidecar_settings: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
     from agenttrail.collector.config import SidecarConfig
     from agenttrail.evaluators.composition import build_sidecar
@@ -149,19 +166,7 @@ def start_sidecar(
     started: list[Any] = []
 
     def start(config_file: str | None = None, **overrides: Any) -> Any:
-        settings: dict[str, Any] = {
-            "store": str(chdb_dir),
-            "database": database,
-            "grpc": "127.0.0.1:0",
-            "http": "127.0.0.1:0",
-            "spool_dir": str(tmp_path / "spool"),
-            "quiet_period_s": 0.3,
-            "idle_timeout_s": 1.0,
-            "flush_interval_s": 0.05,
-            **grpc_path,
-        }
-        settings.update(overrides)
-        sidecar = build_sidecar(SidecarConfig(**settings), config_file)
+        sidecar = build_sidecar(SidecarConfig(**{**sidecar_settings, **overrides}), config_file)
         sidecar.start()
         started.append(sidecar)
         return sidecar

@@ -15,28 +15,14 @@ from agenttrail.collector.sidecar import Sidecar
 
 
 @pytest.fixture
-def collector_with(
-    chdb_dir: Path, database: str, tmp_path: Path, grpc_path: dict[str, bool]
-) -> Iterator[Callable[..., Sidecar]]:
+def collector_with(sidecar_settings: dict[str, Any]) -> Iterator[Callable[..., Sidecar]]:
     """Starts the collector alone (receivers, spool, writer, assembler) on loopback with these
-    `SidecarConfig` fields over the tests' own (short quiet period and flush interval); each is
-    stopped after the test. A third of the start-up time of `start_sidecar`, which also
-    installs the evaluators."""
+    `SidecarConfig` fields over the tests' own (`sidecar_settings`); each is stopped after the
+    test. A third of the start-up time of `start_sidecar`, which also installs the evaluators."""
     started: list[Sidecar] = []
 
     def start(**overrides: Any) -> Sidecar:
-        fields: dict[str, Any] = {
-            "store": str(chdb_dir),
-            "database": database,
-            "grpc": "127.0.0.1:0",
-            "http": "127.0.0.1:0",
-            "spool_dir": str(tmp_path / "spool"),
-            "quiet_period_s": 0.3,
-            "idle_timeout_s": 1.0,
-            "flush_interval_s": 0.05,
-            **grpc_path,
-        }
-        sidecar = Sidecar(SidecarConfig(**{**fields, **overrides}))
+        sidecar = Sidecar(SidecarConfig(**{**sidecar_settings, **overrides}))
         sidecar.start()
         started.append(sidecar)
         return sidecar
