@@ -429,35 +429,30 @@ def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[
                 migration.name,
             )
     applied: list[int] = []
-    for pause in (*RACE_PAUSES_S, None):
-        try:
-            _apply(store, ordered, recorded, applied)
+    for pause in RACE_PAUSES_S:
+        failed = _apply(store, ordered, recorded, applied)
+        if failed is None:
             return applied
-        except _StatementFailed as failed:
-            if pause is None:
-                raise failed.error from None
-            # Another process migrating the same store may be a step ahead (a later migration
-            # undid what this statement relies on): once it has recorded its migrations, they
-            # are skipped here. A failure of this code's own goes on failing, and is raised.
-            log.info("a schema statement failed (%s); trying again in %.1f s", failed.error, pause)
-            time.sleep(pause)
-            recorded = recorded_migrations(store)
-    raise AssertionError("unreachable")
+        # Another process migrating the same store may be a step ahead (a later migration undid
+        # what this statement relies on): once it has recorded its migrations, they are skipped
+        # here. A failure of this code's own goes on failing, and is raised after the pauses.
+        log.info("a schema statement failed (%s); trying again in %.1f s", failed, pause)
+        time.sleep(pause)
+        recorded = recorded_migrations(store)
+    if failed := _apply(store, ordered, recorded, applied):
+        raise failed
+    return applied
 
 
 # Pauses before re-reading the records and trying again after a migration statement failed.
 RACE_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
 
 
-class _StatementFailed(Exception):
-    def __init__(self, error: StoreError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _apply(store: Store, ordered: Sequence[Migration], recorded: dict[int, str], applied: list[int]) -> None:
+def _apply(
+    store: Store, ordered: Sequence[Migration], recorded: dict[int, str], applied: list[int]
+) -> StoreError | None:
     """Apply the migrations not recorded, adding each one's version to `applied`, then record the
-    ones applied (also when one failed)."""
+    ones applied (also when one failed). Returns the error of the statement that failed, if one did."""
     done: list[Migration] = []
     try:
         for migration in ordered:
@@ -468,13 +463,14 @@ def _apply(store: Store, ordered: Sequence[Migration], recorded: dict[int, str],
                 try:
                     store.command(statement)
                 except StoreError as exc:
-                    raise _StatementFailed(exc) from exc
+                    return exc
             done.append(migration)
             applied.append(migration.version)
     finally:
         if done:
             at = f"{time.time():.3f}"
             store.insert("schema_migrations", [MigrationRow(m.version, m.name, at, m.checksum) for m in done])
+    return None
 
 
 @dataclass(frozen=True, slots=True)
