@@ -158,22 +158,31 @@ def sidecar_settings(
 
 
 @pytest.fixture
-def start_sidecar(sidecar_settings: dict[str, Any]) -> Iterator[Callable[..., Any]]:
-    """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
-    from agenttrail.collector.config import SidecarConfig
-    from agenttrail.evaluators.composition import build_sidecar
-
+def keep_started() -> Iterator[Callable[[Any], Any]]:
+    """Start a sidecar and keep it until the test ends; all are stopped then, last started first
+    (a later one may stand on an earlier one's store or ports)."""
     started: list[Any] = []
 
-    def start(config_file: str | None = None, **overrides: Any) -> Any:
-        sidecar = build_sidecar(SidecarConfig(**{**sidecar_settings, **overrides}), config_file)
+    def keep(sidecar: Any) -> Any:
         sidecar.start()
         started.append(sidecar)
         return sidecar
 
-    yield start
+    yield keep
     for sidecar in reversed(started):
         sidecar.stop()
+
+
+@pytest.fixture
+def start_sidecar(sidecar_settings: dict[str, Any], keep_started: Callable[[Any], Any]) -> Callable[..., Any]:
+    """Start sidecars on loopback (ephemeral ports) on this test's database; stopped after the test."""
+    from agenttrail.collector.config import SidecarConfig
+    from agenttrail.evaluators.composition import build_sidecar
+
+    def start(config_file: str | None = None, **overrides: Any) -> Any:
+        return keep_started(build_sidecar(SidecarConfig(**{**sidecar_settings, **overrides}), config_file))
+
+    return start
 
 
 # 2026-01-01T00:00:00Z: a UTC midnight, so also the top of an hour.

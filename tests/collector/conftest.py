@@ -15,21 +15,18 @@ from agenttrail.collector.sidecar import Sidecar
 
 
 @pytest.fixture
-def collector_with(sidecar_settings: dict[str, Any]) -> Iterator[Callable[..., Sidecar]]:
+def collector_with(
+    sidecar_settings: dict[str, Any], keep_started: Callable[[Any], Any]
+) -> Callable[..., Sidecar]:
     """Starts the collector alone (receivers, spool, writer, assembler) on loopback with these
     `SidecarConfig` fields over the tests' own (`sidecar_settings`); each is stopped after the
     test. A third of the start-up time of `start_sidecar`, which also installs the evaluators."""
-    started: list[Sidecar] = []
 
     def start(**overrides: Any) -> Sidecar:
-        sidecar = Sidecar(SidecarConfig(**{**sidecar_settings, **overrides}))
-        sidecar.start()
-        started.append(sidecar)
+        sidecar: Sidecar = keep_started(Sidecar(SidecarConfig(**{**sidecar_settings, **overrides})))
         return sidecar
 
-    yield start
-    for sidecar in reversed(started):
-        sidecar.stop()
+    return start
 
 
 @pytest.fixture
