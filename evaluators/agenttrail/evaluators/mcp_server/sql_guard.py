@@ -2,11 +2,12 @@
 
 The check is a tokenizer, not a parser: comments, string literals and quoted identifiers are
 taken out first, so a keyword inside a string neither trips nor hides anything (where the
-tokenizer and ClickHouse could disagree, `#` or an unterminated quote, it refuses or sees
-code). The query then runs on a client of its own with `readonly=2` (no writes; the server,
-not the query, sets the limits), a timeout and a row limit, so what the check misses the store
-still refuses. What readonly does not stop is refused here: settings-exposing `system` tables,
-`getSetting` and friends, and functions that reach outside the store (`file`, `url`, ...).
+tokenizer and ClickHouse could disagree, `#`, a dollar-quoted string `$tag$...$tag$` or an
+unterminated quote, it refuses or sees code). The query then runs on a client of its own with
+`readonly=1` (no writes and no settings of the query's own: the server, not the query, sets
+the limits), a timeout and a row limit, so what the check misses the store still refuses. What
+readonly does not stop is refused here: settings-exposing `system` tables, `getSetting` and
+friends, and functions that reach outside the store (`file`, `url`, ...).
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def _tokens(sql: str) -> list[tuple[str, str]]:
             continue
         if kind == "other" and text in "'\"`":
             raise RefusedQuery("the query has an unterminated quote")
+        if kind == "other" and text == "$":
+            # ClickHouse reads `$tag$ ... $tag$` as a string, where this tokenizer would see code
+            # (a `--` inside it would hide the rest of the line from the check, not from ClickHouse)
+            raise RefusedQuery("dollar-quoted strings ($$...$$) are not allowed here: write '...' strings")
         if kind == "string":
             tokens.append(("string", "''"))
         elif kind == "quoted":
