@@ -22,6 +22,10 @@ from agenttrail.evaluators.scoring.audit import AuditSubject, audit_run
 from agenttrail.evaluators.scoring.reference_store import StoredReference, latest_references
 from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
 
+# The page is the trace's: every span of it (spans under no run belong to its runs too). The id
+# selects them; the time range only narrows the read, from otel_traces_trace_id_ts, whose Start
+# and End are whole seconds floored (so End + 1 s, which is past the last span's start).
+# tests/evaluators/console/test_run_page.py holds spans at seconds' edges in and others' out.
 _SPANS = """
 SELECT SpanId, ParentSpanId, SpanName, toUnixTimestamp64Nano(Timestamp), Duration, StatusCode, StatusMessage,
        SpanAttributes, ServiceName, Events.Name
