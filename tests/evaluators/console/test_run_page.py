@@ -20,7 +20,7 @@ from agenttrail.collector.otlp_decode import ns_to_clickhouse
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
-from agenttrail.evaluators.console.run_page import trace_page
+from agenttrail.evaluators.console.run_page import SPAN_LIMIT, trace_page
 
 SECOND_NS = 1_000_000_000
 T0 = 1_767_225_600 * SECOND_NS  # 2026-01-01 00:00:00 UTC
@@ -78,3 +78,19 @@ def test_the_page_shows_exactly_its_traces_spans_at_the_edges_of_seconds(store: 
         ("0a0a0a0a0a0a0a03", T0 + 4 * SECOND_NS - 1),
     ]
     assert page.duration_ms == pytest.approx((3 * SECOND_NS - 2 + 1_000_000) / 1e6)
+
+
+def test_a_trace_over_the_limit_says_that_it_has_more_spans(store: Store) -> None:
+    """At the limit the page shows every span; one span more and it shows the first `SPAN_LIMIT`
+    by start and says the trace has more, instead of cutting it silently."""
+    spans = [(f"{i + 1:016x}", T0 + i * 1_000) for i in range(SPAN_LIMIT)]
+    store_spans(store, TRACE, spans)
+    whole = trace_page(store, TRACE, audit_subjects=[], lookback_s=86_400, default_metrics=[])
+    assert whole is not None
+    assert len(whole.spans) == SPAN_LIMIT
+    assert not whole.more_spans
+    store_spans(store, TRACE, [("ffffffffffffff01", T0 + SECOND_NS)])
+    cut = trace_page(store, TRACE, audit_subjects=[], lookback_s=86_400, default_metrics=[])
+    assert cut is not None
+    assert cut.more_spans
+    assert sorted(span.span_id for span in cut.spans) == sorted(span_id for span_id, _ in spans)

@@ -34,8 +34,9 @@ WHERE TraceId = {trace:String}
   AND Timestamp >= (SELECT min(Start) FROM otel_traces_trace_id_ts WHERE TraceId = {trace:String})
   AND Timestamp <= (SELECT max(End) FROM otel_traces_trace_id_ts WHERE TraceId = {trace:String}) + 1
 ORDER BY Timestamp, SpanId
-LIMIT 2000
+LIMIT {limit:UInt32}
 """
+SPAN_LIMIT = 2000  # the waterfall's spans; one more is read to say that the trace has more
 _REVISIONS = """
 SELECT RootSpanId, Revision, toUnixTimestamp64Micro(AssembledAt), SpanCount, ToolCount, IsDeleted, Agent
 FROM trajectories WHERE TraceId = {trace:String} ORDER BY AssembledAt, RootSpanId, Revision
@@ -141,6 +142,7 @@ class TracePage:
     audit: list[dict[str, Any]]
     revisions: list[dict[str, Any]]
     duration_ms: float
+    more_spans: bool = False  # the trace has more than the SPAN_LIMIT spans shown
 
 
 def trace_page(
@@ -153,7 +155,9 @@ def trace_page(
 ) -> TracePage | None:
     """The trace's runs (latest revision), spans, scores, audit and revisions; None if unknown."""
     runs = query_trajectories(store, TrajectoryFilter(trace_id=trace_id, limit=100))
-    span_rows = store.query(_SPANS, {"trace": trace_id})
+    span_rows = store.query(_SPANS, {"trace": trace_id, "limit": SPAN_LIMIT + 1})
+    more_spans = len(span_rows) > SPAN_LIMIT
+    span_rows = span_rows[:SPAN_LIMIT]
     if not runs and not span_rows:
         return None
     references = latest_references(store) if runs else {}
@@ -201,7 +205,7 @@ def trace_page(
         )
     ]
     audit = audit_run(store, trace_id, audit_subjects, lookback_s=lookback_s) if runs else []
-    return TracePage(trace_id, views, spans, audit, revisions, duration_ms)
+    return TracePage(trace_id, views, spans, audit, revisions, duration_ms, more_spans)
 
 
 def pretty_json(value: Any) -> str:
