@@ -123,6 +123,33 @@ def test_run_page_aligns_the_trajectory_with_its_reference_and_shows_scores(
     shoot(page, "run-1920", full_page=False)
 
 
+def test_run_page_says_when_a_trace_has_more_spans_than_it_shows(page: Any, console: Console) -> None:
+    """A trace of SPAN_LIMIT + 1 spans: the waterfall shows the first SPAN_LIMIT and says so."""
+    from agenttrail.collector.otlp_decode import ns_to_clickhouse
+    from agenttrail.evaluators.console.run_page import SPAN_LIMIT
+
+    trace, start = "5c" * 16, time.time_ns() - 60 * 1_000_000_000
+    rows = [
+        (ns_to_clickhouse(start + i * 1_000_000), trace, f"{i + 1:016x}", "" if i == 0 else f"{1:016x}",
+         f"step {i}", "big-service", 500_000)
+        for i in range(SPAN_LIMIT + 1)
+    ]  # fmt: skip
+    console.store.insert_rows(
+        "otel_traces",
+        ("Timestamp", "TraceId", "SpanId", "ParentSpanId", "SpanName", "ServiceName", "Duration"),
+        rows,
+    )
+    page.goto(f"{console.url}/runs/{trace}")
+    assert page.locator(".waterfall .span").count() == SPAN_LIMIT
+    heading = page.locator("#waterfall").inner_text()
+    assert f"first {SPAN_LIMIT}" in heading
+    assert (
+        f"more than {SPAN_LIMIT} spans"
+        in page.locator("section", has=page.locator("#waterfall")).inner_text()
+    )
+    shoot(page, "run-more-spans", full_page=False)
+
+
 def _fired_rules(store: Any) -> list[str]:
     """Rules whose alert went to firing during the demo (which ones depends on the machine's pace)."""
     rows = store.query(

@@ -268,7 +268,12 @@ class Store:
     def query_with_names(
         self, sql: str, *, settings: Mapping[str, str | int] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The column names and rows of `sql`, run with these per-query ClickHouse settings."""
+        """The column names and rows of `sql`, run with these per-query ClickHouse settings.
+
+        A SETTINGS clause in `sql` is applied after `settings` and wins over them (on the embedded
+        engine they follow it as a second clause, over HTTP they are request parameters): to
+        keep a limit, give `readonly: 1`, and ClickHouse refuses the query's own settings.
+        A trailing `;` or comment is fine; a FORMAT clause is not (rows come back decoded)."""
         try:
             with self._lock:
                 result = self._client.query(sql, settings=dict(settings or {}))

@@ -23,6 +23,7 @@ from agenttrail.evaluators.mcp_server.sql_guard import RefusedQuery, check_selec
         "SELECT * FROM information_schema.columns LIMIT 3",
         "SELECT IsDeleted, replace(Task, 'a', 'b') FROM trajectories -- delete later\n",
         "SELECT `Agent` FROM `trajectories`",
+        "SELECT 1 AS a$b, 'a $$ -- $$ # /*' AS c /* a * / note */",
     ],
 )
 def test_a_single_select_passes(sql: str) -> None:
@@ -52,6 +53,14 @@ def test_a_single_select_passes(sql: str) -> None:
         ("WITH 1 AS a INSERT INTO t VALUES (a)", "INSERT"),
         ("SET readonly = 0", "only SELECT"),
         ("SELECT 'unterminated", "unterminated"),
+        # a dollar-quoted string ClickHouse reads where the tokenizer sees a comment starting
+        ("SELECT $$ -- $$ AS a, number FROM numbers(9) SETTINGS max_result_rows = 1000 -- ", r"\$"),
+        ("SELECT $t$ -- $t$ AS a, * FROM file('/etc/passwd', 'LineAsString') -- ", r"\$"),
+        ("SELECT $t$ x $t$ AS a", r"\$"),
+        # a `#` comment and a nested comment, which ClickHouse reads where the tokenizer sees a string
+        ("SELECT 1 AS a # '\n, name FROM system.settings -- '", "# comments"),
+        ("SELECT 1 AS a\n#!x\n, 2", "# comments"),
+        ("SELECT 1 AS a /* /* */ ' */ , name FROM system.settings -- '", "nested"),
         ("   ;  ", "empty"),
     ],
 )

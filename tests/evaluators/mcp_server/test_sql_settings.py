@@ -23,6 +23,30 @@ def test_the_settings_make_the_store_refuse_writes(store: Any) -> None:
     reader.close()
 
 
+def test_a_query_cannot_change_the_limits(store: Any) -> None:
+    """A SETTINGS clause of the query's own (one the gate missed) is refused by the store: a
+    query-level clause is applied after the tool's settings, so it could raise the row limit or
+    the timeout."""
+    reader = store.clone()
+    for clause in ("max_result_rows = 100000", "max_execution_time = 3600", "max_threads = 1"):
+        with pytest.raises(StoreError, match="readonly mode"):
+            reader.query_with_names(
+                f"SELECT number FROM numbers(1000) SETTINGS {clause}", settings=sql_settings(5)
+            )
+    reader.close()
+
+
+@pytest.mark.parametrize("tail", ["", ";", " -- a note", " /* a note */", "\n-- a note\n"])
+def test_the_limits_hold_after_a_trailing_semicolon_or_comment(store: Any, tail: str) -> None:
+    """The store's settings clause goes after whatever the query ends in, on a line of its own."""
+    reader = store.clone()
+    names, rows = reader.query_with_names(
+        f"SELECT getSetting('max_result_rows') AS m{tail}", settings=sql_settings(5)
+    )
+    assert (names, rows) == (["m"], [(6,)])
+    reader.close()
+
+
 def test_rows_stop_at_the_limit(store: Any) -> None:
     """A query over many rows returns the limit and says it was truncated; a small one is whole."""
     many = run_sql(store.clone(), "SELECT number FROM numbers(100000) ORDER BY number DESC", 5)

@@ -22,6 +22,10 @@ from agenttrail.evaluators.scoring.audit import AuditSubject, audit_run
 from agenttrail.evaluators.scoring.reference_store import StoredReference, latest_references
 from agenttrail.evaluators.scoring.scores import ScoreFilter, query_scores
 
+# The page is the trace's: every span of it (spans under no run belong to its runs too). The id
+# selects them; the time range only narrows the read, from otel_traces_trace_id_ts, whose Start
+# and End are whole seconds floored (so End + 1 s, which is past the last span's start).
+# tests/evaluators/console/test_run_page.py holds spans at seconds' edges in and others' out.
 _SPANS = """
 SELECT SpanId, ParentSpanId, SpanName, toUnixTimestamp64Nano(Timestamp), Duration, StatusCode, StatusMessage,
        SpanAttributes, ServiceName, Events.Name
@@ -30,8 +34,9 @@ WHERE TraceId = {trace:String}
   AND Timestamp >= (SELECT min(Start) FROM otel_traces_trace_id_ts WHERE TraceId = {trace:String})
   AND Timestamp <= (SELECT max(End) FROM otel_traces_trace_id_ts WHERE TraceId = {trace:String}) + 1
 ORDER BY Timestamp, SpanId
-LIMIT 2000
+LIMIT {limit:UInt32}
 """
+SPAN_LIMIT = 2000  # the waterfall's spans; one more is read to say that the trace has more
 _REVISIONS = """
 SELECT RootSpanId, Revision, toUnixTimestamp64Micro(AssembledAt), SpanCount, ToolCount, IsDeleted, Agent
 FROM trajectories WHERE TraceId = {trace:String} ORDER BY AssembledAt, RootSpanId, Revision
@@ -137,6 +142,7 @@ class TracePage:
     audit: list[dict[str, Any]]
     revisions: list[dict[str, Any]]
     duration_ms: float
+    more_spans: bool = False  # the trace has more than the SPAN_LIMIT spans shown
 
 
 def trace_page(
@@ -149,7 +155,9 @@ def trace_page(
 ) -> TracePage | None:
     """The trace's runs (latest revision), spans, scores, audit and revisions; None if unknown."""
     runs = query_trajectories(store, TrajectoryFilter(trace_id=trace_id, limit=100))
-    span_rows = store.query(_SPANS, {"trace": trace_id})
+    span_rows = store.query(_SPANS, {"trace": trace_id, "limit": SPAN_LIMIT + 1})
+    more_spans = len(span_rows) > SPAN_LIMIT
+    span_rows = span_rows[:SPAN_LIMIT]
     if not runs and not span_rows:
         return None
     references = latest_references(store) if runs else {}
@@ -197,7 +205,7 @@ def trace_page(
         )
     ]
     audit = audit_run(store, trace_id, audit_subjects, lookback_s=lookback_s) if runs else []
-    return TracePage(trace_id, views, spans, audit, revisions, duration_ms)
+    return TracePage(trace_id, views, spans, audit, revisions, duration_ms, more_spans)
 
 
 def pretty_json(value: Any) -> str:

@@ -525,9 +525,17 @@ def metrics_over_time(store: Store, params: dict[str, str]) -> dict[str, Any]:
 
 
 def sql_settings(limit: int, timeout_s: int = SQL_TIMEOUT_S) -> dict[str, str | int]:
-    """What a user query runs under: read-only, a timeout, and at most `limit` + 1 rows read out."""
+    """What a user query runs under: read-only, a timeout, and at most `limit` + 1 rows read out.
+
+    These are the sidecar's protection against one assistant's query (its time, the rows it holds
+    in memory, no writes), so the query may not change them. A SETTINGS clause in the query is
+    applied after these and wins (on the embedded engine ours are a second clause after it, over
+    HTTP request parameters), so `readonly` is 1, under which ClickHouse refuses any setting the
+    query sets; ours still apply, since a clause's settings are checked as one change before any
+    of them is applied.
+    """
     return {
-        "readonly": 2,  # no writes; settings may still be set per query, by us (the query may not)
+        "readonly": 1,  # no writes and no settings from the query (2 would let it raise the limits)
         "max_execution_time": timeout_s,
         "max_result_rows": limit + 1,
         "result_overflow_mode": "break",  # stop at the limit instead of failing

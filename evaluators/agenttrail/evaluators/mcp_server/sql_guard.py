@@ -2,11 +2,13 @@
 
 The check is a tokenizer, not a parser: comments, string literals and quoted identifiers are
 taken out first, so a keyword inside a string neither trips nor hides anything (where the
-tokenizer and ClickHouse could disagree, `#` or an unterminated quote, it refuses or sees
-code). The query then runs on a client of its own with `readonly=2` (no writes; the server,
-not the query, sets the limits), a timeout and a row limit, so what the check misses the store
-still refuses. What readonly does not stop is refused here: settings-exposing `system` tables,
-`getSetting` and friends, and functions that reach outside the store (`file`, `url`, ...).
+tokenizer and ClickHouse disagree it refuses: a `#` comment, a comment nested in a `/* */` one
+and a dollar-quoted string `$tag$...$tag$` (each could make this tokenizer see a string where
+ClickHouse sees code), an unterminated quote). The query then runs on a client of its own with
+`readonly=1` (no writes and no settings of the query's own: the server, not the query, sets
+the limits), a timeout and a row limit, so what the check misses the store still refuses. What
+readonly does not stop is refused here: settings-exposing `system` tables, `getSetting` and
+friends, and functions that reach outside the store (`file`, `url`, ...).
 """
 
 from __future__ import annotations
@@ -69,10 +71,21 @@ def _tokens(sql: str) -> list[tuple[str, str]]:
         position = match.end()
         kind = match.lastgroup or "other"
         text = match.group()
+        if kind == "comment" and "/*" in text[2:]:
+            # ClickHouse nests block comments: it would read on past this `*/` as a comment and
+            # what this tokenizer then takes for a string could be code to ClickHouse
+            raise RefusedQuery("nested /* comments */ are not allowed here")
         if kind in ("comment", "space"):
             continue
         if kind == "other" and text in "'\"`":
             raise RefusedQuery("the query has an unterminated quote")
+        if kind == "other" and text == "#":
+            # ClickHouse reads `# ` and `#!` to the end of the line as a comment, this tokenizer as code
+            raise RefusedQuery("# comments are not allowed here: write -- or /* */ comments")
+        if kind == "other" and text == "$":
+            # ClickHouse reads `$tag$ ... $tag$` as a string, where this tokenizer would see code
+            # (a `--` inside it would hide the rest of the line from the check, not from ClickHouse)
+            raise RefusedQuery("dollar-quoted strings ($$...$$) are not allowed here: write '...' strings")
         if kind == "string":
             tokens.append(("string", "''"))
         elif kind == "quoted":

@@ -14,7 +14,8 @@ version column: a re-assembled run that keeps its agent and start time replaces 
 in the copy as in the base table, with no extra work. A version under another key (a
 deletion row, whose start is the time of deletion; a start time that moved, as when an
 incomplete run's root span arrives) would leave the old row counted. For those, the `_moved`
-views look up the run's earlier rows in the base table and write a deletion marker under each
+views look up the run's earlier rows in the base table, and in the inserted block itself (which
+a view does not see in the table: migration 121), and write a deletion marker under each
 earlier key. The lookup runs only for rows that can have an earlier row: deletions and
 revisions after the first (Revision != 1), a few percent of the rows, so first assemblies and
 first scores cost one plain copy each. The views read the base tables through the plain views
@@ -140,6 +141,44 @@ INNER JOIN (
 WHERE n.Revision != 1 AND o.CreatedAt < n.CreatedAt AND o.RunStart != n.RunStart
 """
 
+# Migration 121: the same views, whose earlier rows also come from the inserted block itself.
+# A view reads the base table without the block being inserted, so when one block holds two
+# versions of a run (a server coalescing inserts: async_insert), the older one's key got no
+# marker and stayed live beside the newer. Our writers put one version of a run in an insert;
+# the block's own rows cost the views nothing where no row of it has an earlier one.
+_EARLIER_RUNS = "(SELECT TraceId FROM trajectories WHERE Revision != 1 OR IsDeleted = 1)"
+RUNS_BY_START_MOVED_IN_BLOCK = f"""
+ALTER TABLE runs_by_start_moved_mv MODIFY QUERY
+SELECT o.Agent AS Agent, o.Start AS Start, n.TraceId AS TraceId, n.RootSpanId AS RootSpanId,
+    n.Version AS Version, toUInt8(1) AS IsDeleted
+FROM trajectories AS n
+INNER JOIN (
+    SELECT TraceId, RootSpanId, Agent, Start, Version FROM trajectories_stored
+    WHERE TraceId IN {_EARLIER_RUNS}
+    UNION ALL
+    SELECT TraceId, RootSpanId, Agent, Start, Version FROM trajectories
+    WHERE TraceId IN {_EARLIER_RUNS}
+) AS o ON o.TraceId = n.TraceId AND o.RootSpanId = n.RootSpanId
+WHERE (n.Revision != 1 OR n.IsDeleted = 1) AND o.Version < n.Version
+  AND (n.IsDeleted = 1 OR o.Start != n.Start OR o.Agent != n.Agent)
+"""
+_EARLIER_SCORES = f"(SELECT TraceId FROM scores WHERE Revision != 1 AND {_EVALUATION_METRICS})"
+SCORES_BY_START_MOVED_IN_BLOCK = f"""
+ALTER TABLE scores_by_start_moved_mv MODIFY QUERY
+SELECT n.Metric AS Metric, o.RunStart AS RunStart, n.TraceId AS TraceId, n.RootSpanId AS RootSpanId,
+    n.EvaluatorVersion AS EvaluatorVersion, n.CreatedAt AS CreatedAt, toUInt8(1) AS IsDeleted
+FROM scores AS n
+INNER JOIN (
+    SELECT TraceId, RootSpanId, Metric, EvaluatorVersion, RunStart, CreatedAt FROM scores_stored
+    WHERE TraceId IN {_EARLIER_SCORES}
+    UNION ALL
+    SELECT TraceId, RootSpanId, Metric, EvaluatorVersion, RunStart, CreatedAt FROM scores
+    WHERE TraceId IN {_EARLIER_SCORES}
+) AS o ON o.TraceId = n.TraceId AND o.RootSpanId = n.RootSpanId AND o.Metric = n.Metric
+    AND o.EvaluatorVersion = n.EvaluatorVersion
+WHERE n.Revision != 1 AND o.CreatedAt < n.CreatedAt AND o.RunStart != n.RunStart
+"""
+
 # Existing stores: the latest live rows, once (running it again only repeats rows the copies replace).
 FILL_RUNS_BY_START = (
     f"INSERT INTO runs_by_start ({_RUN_COLUMNS}) "
@@ -212,5 +251,10 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
             FILL_RUNS_BY_START_SAMPLE,
             FILL_SCORES_BY_START_SAMPLE,
         ),
+    ),
+    Migration(
+        121,
+        "rollups' moved-row views see a run's earlier version in the same insert",
+        (RUNS_BY_START_MOVED_IN_BLOCK, SCORES_BY_START_MOVED_IN_BLOCK),
     ),
 )
