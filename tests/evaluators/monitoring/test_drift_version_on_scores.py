@@ -18,6 +18,7 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, DriftSettings, load_windows
+from agenttrail.evaluators.monitoring.rollups import SCORES_VERSION
 
 from . import drift_reference as reference
 from .test_drift_sample_tables import HOUR, at, drop, open_database
@@ -104,6 +105,7 @@ def test_a_store_of_the_previous_schema_gets_its_scores_versions(chdb_dir: Path)
     store = open_database(chdb_dir, "test_version_migration")
     try:
         migrate(store, [m for m in ALL_MIGRATIONS if m.version != VERSION_ON_SCORES])
+        store.command(SCORES_VERSION)  # the column today's score rows write (121's first step)
         base = (time.time() // HOUR - 7) * HOUR
         history = History(store, random.Random(120), base, count=600, kinds=KINDS + VERSION_KINDS * 3)
         for _ in range(2):

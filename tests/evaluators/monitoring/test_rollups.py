@@ -34,6 +34,7 @@ from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
+from agenttrail.evaluators.monitoring.rollups import SCORES_VERSION
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
@@ -257,6 +258,7 @@ def test_migration_fills_the_rollups_of_an_existing_store(store: Store) -> None:
     it is upgraded, and answers as before; later inserts keep them up to date."""
     # without 116, nor 119 and 121 (the rollups' hash samples, the scores' run version: on the rollups)
     migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version not in (116, 119, 121)))
+    store.command(SCORES_VERSION)  # the column today's score rows write (121's first step)
     base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(3), base, count=200)
     history.step(changes=50, sweep=False)  # the sweep of this version deletes from the rollup too
