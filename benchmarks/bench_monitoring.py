@@ -260,8 +260,8 @@ def main() -> None:
                 "scores of 1,000 runs (re-scored)",
                 partial(
                     store.command,
-                    "INSERT INTO scores SELECT * REPLACE (now64(6) AS CreatedAt) FROM scores "
-                    "WHERE TraceId IN (SELECT TraceId FROM trajectories WHERE Revision = 1 LIMIT 1000)",
+                    "INSERT INTO scores SELECT * REPLACE (now64(6) AS CreatedAt) FROM scores FINAL "
+                    "WHERE TraceId < '004189'",  # ~1,000 runs: a range of the scores' key
                 ),
                 repeat=1,
             )
