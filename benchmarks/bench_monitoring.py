@@ -3,7 +3,8 @@ over 1,000,000 stored runs.
 
 Runs are generated inside the embedded store (INSERT ... SELECT from numbers()), spread over
 the last 7 days, 4 agents x 20 tasks x 2 models x 2 versions, with 2 % re-assembled (a second
-version of the same run, as late spans cause) and 4 scores per run. Prints the time of each
+version of the same run, as late spans cause) and 4 scores per run, each with the scored
+revision's agent version, as the evaluator writes them. Prints the time of each
 query; asserts nothing. `--runs N` for a smaller store. The sidecar's hourly rollup job runs
 once before the queries (its back-fill is timed), and once more after the store changed;
 `--no-hourly` reads the run-level rollups only, as before the hourly ones (for A/B runs on one
@@ -73,11 +74,11 @@ FROM (
 
 _SCORES = """
 INSERT INTO scores (TraceId, RootSpanId, Metric, Evaluator, EvaluatorVersion, Score, Label, Explanation,
-    Agent, Task, RunStart, Revision, ReferenceVersion, Error, CreatedAt)
+    Agent, Task, RunStart, Revision, ReferenceVersion, Error, CreatedAt, AgentVersion)
 SELECT t.TraceId, t.RootSpanId, m, 'trajectory', 'trajectory-bench',
     multiIf(m = 'latency', t.LatencyS, m = 'failure', toFloat64(t.Failure),
             m = 'trajectory_exact_match', toFloat64(randCanonical() < 0.8), randCanonical()),
-    '', '', t.Agent, t.Task, t.Start, t.Revision, 1, '', t.Start
+    '', '', t.Agent, t.Task, t.Start, t.Revision, 1, '', t.Start, t.AgentVersion
 FROM trajectories AS t
 ARRAY JOIN ['trajectory_exact_match', 'trajectory_precision', 'latency', 'failure'] AS m
 """
@@ -251,6 +252,16 @@ def main() -> None:
                     f"INSERT INTO trajectories SELECT * REPLACE ({changes}) FROM trajectories "
                     "WHERE TraceId IN (SELECT TraceId FROM trajectories WHERE Revision = 1 LIMIT 1000) "
                     "AND Revision = 1",
+                ),
+                repeat=1,
+            )
+        if "inserts" not in skip:  # what the scores' views add to scoring (4 scores a run)
+            timed(
+                "scores of 1,000 runs (re-scored)",
+                partial(
+                    store.command,
+                    "INSERT INTO scores SELECT * REPLACE (now64(6) AS CreatedAt) FROM scores FINAL "
+                    "WHERE TraceId < '004189'",  # ~1,000 runs: a range of the scores' key
                 ),
                 repeat=1,
             )

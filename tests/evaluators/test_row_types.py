@@ -57,7 +57,8 @@ def fraction_text(units: int, digits: int) -> str:
 
 def column_values(column_type: str) -> st.SearchStrategy[Any]:
     """Values a row may carry for a column of this ClickHouse type (as the builders write them)."""
-    bare = column_type.replace("LowCardinality(String)", "String")
+    bare = column_type.replace("LowCardinality(Nullable(String))", "Nullable(String)")
+    bare = bare.replace("LowCardinality(String)", "String")
     if bare.startswith("Nullable("):
         return st.none() | column_values(bare.removeprefix("Nullable(").removesuffix(")"))
     if bare == "String":

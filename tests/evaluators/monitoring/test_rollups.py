@@ -34,6 +34,7 @@ from agenttrail.evaluators.console.overview import agent_overview
 from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, analyse_drift
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
+from agenttrail.evaluators.monitoring.rollups import SCORES_VERSION
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
@@ -41,6 +42,8 @@ from .synthetic import Run, score_rows, store_runs, trajectory_row
 
 HOUR = 3600
 KINDS = ("in_place", "moved", "moved_unscored", "agent", "delete", "rescore", "other_evaluator")
+# Re-assembled with another agent version, scored again or not (its scores then carry the old one).
+VERSION_KINDS = ("version", "version_unscored")
 TOOLS = ("search", "lookup", "refund")
 EXACT_KEYS = ("latency_p50_s", "latency_p95_s", "latency_p99_s", "p50", "p95", "p99")
 
@@ -112,8 +115,10 @@ class History:
     holds it as moved): its scores and its run lie in different hours, as when the scorer
     read a run before its root span arrived."""
 
-    def __init__(self, store: Store, rng: random.Random, base: float, count: int) -> None:
-        self.store, self.rng, self.base = store, rng, base
+    def __init__(
+        self, store: Store, rng: random.Random, base: float, count: int, kinds: tuple[str, ...] = KINDS
+    ) -> None:
+        self.store, self.rng, self.base, self.kinds = store, rng, base, kinds
         self.runs = [random_run(rng, base) for _ in range(count)]
         store_runs(store, self.runs)
         self.version = {run.trace_id: 1 for run in self.runs}
@@ -143,7 +148,7 @@ class History:
                 self.deleted.discard(trace)  # a deleted run comes back
                 kind = "revive"
             else:
-                kind = self.rng.choice(KINDS)
+                kind = self.rng.choice(self.kinds)
             if kind == "rescore":
                 changed = replace(run, scores={m: self.rng.random() for m in run.scores})
                 scores += self.scores(changed, self.evaluators[trace])
@@ -167,8 +172,10 @@ class History:
                     changed = replace(changed, start=run.start + self.rng.uniform(-1800, 1800))
                 elif kind == "agent":  # spans first assembled without their agent span
                     changed = replace(changed, agent="beta" if run.agent == "alpha" else "alpha")
+                elif kind.startswith("version"):
+                    changed = replace(changed, version="v2" if run.version == "v1" else "v1")
                 trajectories.append(trajectory_row(changed, version=self.version[trace]))
-                if kind != "moved_unscored":  # else its scores keep the start they were scored at
+                if not kind.endswith("_unscored"):  # else its scores keep what they were scored at
                     scores += self.scores(changed, self.evaluators[trace])
             self.runs[index] = changed
         insert_trajectories(self.store, trajectories)
@@ -249,12 +256,14 @@ def test_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int) -> No
 def test_migration_fills_the_rollups_of_an_existing_store(store: Store) -> None:
     """A store made before the rollups gets them filled with its latest live runs and scores when
     it is upgraded, and answers as before; later inserts keep them up to date."""
-    # without 116, nor 119 and 121 (the rollups' hash samples, read from them; their views' new queries)
-    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version not in (116, 119, 121)))
+    # without 116, nor 119, 121 and 122 (the rollups' hash samples, their views' new queries, the
+    # scores' run version: all on the rollups)
+    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version not in (116, 119, 121, 122)))
+    store.command(SCORES_VERSION)  # the column today's score rows write (122's first step)
     base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(3), base, count=200)
     history.step(changes=50, sweep=False)  # the sweep of this version deletes from the rollup too
-    assert migrate(store, ALL_MIGRATIONS) == [116, 119, 121]
+    assert migrate(store, ALL_MIGRATIONS) == [116, 119, 121, 122]
     assert_all_equal(store, base)
     history.step(changes=50)
     assert_all_equal(store, base)

@@ -190,6 +190,31 @@ def test_two_workers_share_runs_without_double_scoring(store: Any) -> None:
     assert sum(worker.counters.scored_runs for worker in workers) == 60
 
 
+def test_scores_carry_the_scored_runs_agent_version(store: Any) -> None:
+    """The worker writes the run's agent version with its scores, and the scores' rollups copy
+    it: drift against a version reads it there (monitoring/rollups.py, migration 122)."""
+    from agenttrail.collector.schema import migrate
+
+    migrate(store, EVALUATOR_MIGRATIONS)
+    store_reference_set(store, parse_reference_set(REFERENCES), source="test")
+    lookup = {"name": "lookup", "input": {"id": 1}, "output": None}
+    versions = {new_trace_id(): version for version in ("v7", "v8") for _ in range(3)}
+    store_runs(
+        store,
+        [
+            agent_run(start=time.time(), trace_id=t, task="refund", agent_version=v, tools=[lookup])
+            for t, v in versions.items()
+        ],
+    )
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(), worker_id="w")
+    worker._heartbeat(force=True)
+    while worker.run_once():
+        pass
+    for table in ("scores", "scores_by_start"):
+        carried = store.query(f"SELECT DISTINCT TraceId, AgentVersion FROM {table}")
+        assert sorted(carried) == sorted(versions.items()), table
+
+
 def test_sampling_is_deterministic_and_keeps_failures(start_sidecar: Any, tmp_path: Path) -> None:
     """With sample rate 0 only failed runs are scored; the others are recorded as sampled out."""
     config = tmp_path / "agenttrail.yaml"

@@ -640,6 +640,34 @@ def _greatest(expressions: Iterable[str]) -> str:
     return listed[0] if len(listed) == 1 else f"greatest({', '.join(listed)})"
 
 
+def _carried_in_version(tables: sources.Tables, part: tuple[int, ...], where: list[str], largest: str) -> str:
+    """Whether a score's run is of the version, where the scores carry their run's version
+    (rollups.py, migration 122): as carried for a run stored once; for a run stored again, its
+    latest row in `tables.revised`; for a NULL (the run not found when the score was written),
+    the run's latest row in `trajectories`, by trace id (a key look-up: none for most questions).
+    The old look-up probed every score's (TraceId, RootSpanId) in a set of the version's runs."""
+    keep = _greatest_keep(part)
+    unknown = (
+        "(TraceId, RootSpanId) IN (SELECT TraceId, RootSpanId FROM trajectories FINAL "
+        f"WHERE TraceId IN (SELECT TraceId FROM {tables.scores} PREWHERE AgentVersion IS NULL AND "
+        f"{' AND '.join(where)} WHERE {largest}) AND {_IN_VERSION} AND IsDeleted = 0)"
+    )
+    revised = f"{_RUN_HASH} IN (SELECT RunHash FROM {tables.revised} PREWHERE RunHash <= {keep})"
+    revised_in_version = (
+        f"(TraceId, RootSpanId) IN (SELECT TraceId, RootSpanId FROM {tables.revised} FINAL "
+        f"PREWHERE RunHash <= {keep} WHERE {_IN_VERSION} AND IsDeleted = 0)"
+    )
+    return (
+        f"multiIf(AgentVersion IS NULL, {unknown}, {revised}, {revised_in_version}, "
+        f"AgentVersion = {{version:String}})"
+    )
+
+
+def _greatest_keep(part: tuple[int, ...]) -> str:
+    """The largest hash limit of the part's windows (a parameter of `load_windows`)."""
+    return _greatest(f"{{keep_{_WINDOWS[w]}:UInt64}}" for w in part)
+
+
 def _limit(window: str) -> str:
     """The hash limit of the row's agent in `window` ('baseline' or 'recent'); 0 for none."""
     return f"transform(Agent, {{agents:Array(String)}}, {{{window}_limits:Array(UInt64)}}, toUInt64(0))"
@@ -681,7 +709,7 @@ def _load_scores(
         params["metrics"] = list(query.metrics)
     selects = []
     for tables, part in parts:
-        largest = f"{_RUN_HASH} <= " + _greatest(f"{{keep_{_WINDOWS[w]}:UInt64}}" for w in part)
+        largest = f"{_RUN_HASH} <= {_greatest_keep(part)}"
         where = [*filters, _part_span("RunStart", part), "Metric NOT IN {run_metrics:Array(String)}"]
         if query.metrics:
             where.append("Metric IN {metrics:Array(String)}")
@@ -700,6 +728,9 @@ def _load_scores(
             + runs_sql([_IN_VERSION], "TraceId, RootSpanId", prewhere=named, tables=tables)
             + ")"
         )
+        carried = query.baseline.version is not None and tables.revised is not None
+        if carried:
+            in_version = _carried_in_version(tables, part, where, largest)
         window = _window_sql("RunStart", in_version, query.baseline.version is not None)
         score_sample = f"{_RUN_HASH} <= " + _greatest(
             f"if({_between('RunStart', f'{_WINDOWS[w]}_start', f'{_WINDOWS[w]}_end')}, "
@@ -712,6 +743,7 @@ def _load_scores(
             run_prewhere=[largest],
             tables=tables,
             multi_version=params["multi_version"],
+            agent_version=carried,
         )
         selects.append(
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, w FROM ("

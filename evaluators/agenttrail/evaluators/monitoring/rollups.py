@@ -40,6 +40,18 @@ most `SAMPLE_LIMIT` (a quarter of the hash space), written by views on the copie
 reads its sample there, a quarter of the rows, and larger limits read the copies as before.
 Every version of a run shares its hash, so each sample table holds, key by key, exactly the
 copy's rows of the runs it keeps.
+
+A version's drift asks, for every score of its windows, whether the score's run is of that
+agent version now. Migration 122 carries the run's `AgentVersion` on the scores' rollup rows:
+the evaluator writes the scored revision's version with its scores (`scores.AgentVersion`,
+NULL from writers that do not know it: judges), and the scores' view copies it; the
+migration fills the rows stored before from their runs' latest rows. A score's version is
+the version of the revision it scored, and stays right as long as the
+run is not stored again: `runs_revised` (a view on `trajectories`, no look-up: every row with
+Revision != 1 or a deletion) holds every later row of each run that was re-assembled or
+deleted, whose version may have changed since; its latest row there is the run's latest. Drift
+trusts a score's version only for a run not named there, reads the version of those from
+there, and looks a NULL one up in `trajectories` by trace id (drift.py).
 """
 
 from __future__ import annotations
@@ -194,7 +206,8 @@ FILL_SCORES_BY_START = (
 # than 4 x max_samples runs read them; a 6-day baseline of 1M runs over 7 days and 4 agents
 # samples 9 % of its runs, a version's half of them 16 %).
 SAMPLE_LIMIT = 2**62
-_IN_SAMPLE = f"cityHash64(TraceId, RootSpanId) <= {SAMPLE_LIMIT}"
+_RUN_HASH = "cityHash64(TraceId, RootSpanId)"
+_IN_SAMPLE = f"{_RUN_HASH} <= {SAMPLE_LIMIT}"
 
 RUNS_BY_START_SAMPLE = RUNS_BY_START.replace("runs_by_start", "runs_by_start_sample")
 SCORES_BY_START_SAMPLE = SCORES_BY_START.replace("scores_by_start", "scores_by_start_sample")
@@ -221,6 +234,67 @@ FILL_SCORES_BY_START_SAMPLE = (
     f"INSERT INTO scores_by_start_sample ({_SCORE_SAMPLE_COLUMNS}) "
     f"SELECT {_SCORE_SAMPLE_COLUMNS} FROM scores_by_start FINAL WHERE IsDeleted = 0 AND {_IN_SAMPLE}"
 )
+
+# Migration 122: the run's agent version on the scores' rollup rows (see the module docstring).
+_ADD_AGENT_VERSION = "ADD COLUMN IF NOT EXISTS AgentVersion LowCardinality(Nullable(String))"
+SCORES_VERSION = f"ALTER TABLE scores {_ADD_AGENT_VERSION}"  # the evaluator writes it (ScoreRow)
+SCORES_BY_START_VERSION = f"ALTER TABLE scores_by_start {_ADD_AGENT_VERSION}"
+SCORES_BY_START_SAMPLE_VERSION = f"ALTER TABLE scores_by_start_sample {_ADD_AGENT_VERSION}"
+
+# Runs stored more than once (re-assembled, deleted, revived), with every row after their first:
+# a score's AgentVersion may be older than the run's, and the latest row here is the run's
+# latest (revisions only grow), so read with FINAL it answers which version the run is now.
+# Keyed by the run hash drift's samples are cut by, so a limit reads a range.
+RUNS_REVISED = """
+CREATE TABLE IF NOT EXISTS runs_revised (
+    RunHash UInt64,
+    TraceId String,
+    RootSpanId String,
+    AgentVersion String,
+    Start DateTime64(6),
+    Version UInt64,
+    IsDeleted UInt8
+) ENGINE = ReplacingMergeTree(Version)
+ORDER BY (RunHash, TraceId, RootSpanId)
+"""
+_REVISED_COLUMNS = f"{_RUN_HASH} AS RunHash, TraceId, RootSpanId, AgentVersion, Start, Version, IsDeleted"
+_REVISED_ROWS = "Revision != 1 OR IsDeleted = 1"
+RUNS_REVISED_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS runs_revised_mv TO runs_revised
+AS SELECT {_REVISED_COLUMNS} FROM trajectories WHERE {_REVISED_ROWS}
+"""
+FILL_RUNS_REVISED = (
+    "INSERT INTO runs_revised (RunHash, TraceId, RootSpanId, AgentVersion, Start, Version, IsDeleted) "
+    f"SELECT {_REVISED_COLUMNS} FROM trajectories WHERE {_REVISED_ROWS}"
+)
+
+# The rollups copy the version as written (a look-up of the run here cost ~14 us a run on each
+# insert of scores, ~5 ms an insert even with nothing to look up: measured, not kept).
+SCORES_BY_START_MV_WITH_VERSION = f"""
+ALTER TABLE scores_by_start_mv MODIFY QUERY
+SELECT {_SCORE_COLUMNS}, AgentVersion FROM scores WHERE {_EVALUATION_METRICS}
+"""
+_SCORE_COLUMNS_FROM_S = ", ".join(
+    f"s.{column} AS {column}"
+    for column in ("Metric", "RunStart", "TraceId", "RootSpanId", "EvaluatorVersion", "Score", "Label")
+)
+SCORES_BY_START_SAMPLE_MV_WITH_VERSION = f"""
+ALTER TABLE scores_by_start_sample_mv MODIFY QUERY
+SELECT {_SCORE_SAMPLE_COLUMNS}, AgentVersion FROM scores_by_start WHERE {_IN_SAMPLE}
+"""
+# Existing stores: the live scores re-stored with their run's version now (the same key and
+# CreatedAt: the later insert is the one ReplacingMergeTree keeps; a row it did not would read
+# NULL, which drift looks up as before). By the run's ids: a run stored once never moved. Its
+# view fills the sample. Again (a restart before the record): only rows still NULL.
+FILL_SCORES_VERSION = f"""
+INSERT INTO scores_by_start ({_SCORE_SAMPLE_COLUMNS}, AgentVersion)
+SELECT {_SCORE_COLUMNS_FROM_S}, s.Agent AS Agent, s.Task AS Task, s.CreatedAt AS CreatedAt,
+    toUInt8(0) AS IsDeleted, r.AgentVersion AS AgentVersion
+FROM (SELECT * FROM scores_by_start FINAL WHERE IsDeleted = 0 AND AgentVersion IS NULL) AS s
+INNER JOIN (
+    SELECT TraceId, RootSpanId, AgentVersion FROM runs_by_start FINAL WHERE IsDeleted = 0
+) AS r ON r.TraceId = s.TraceId AND r.RootSpanId = s.RootSpanId
+"""
 
 ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
@@ -256,5 +330,20 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
         121,
         "rollups' moved-row views see a run's earlier version in the same insert",
         (RUNS_BY_START_MOVED_IN_BLOCK, SCORES_BY_START_MOVED_IN_BLOCK),
+    ),
+    Migration(
+        122,
+        "the run's agent version on the scores' rollups, the runs stored more than once (drift)",
+        (
+            SCORES_VERSION,
+            SCORES_BY_START_VERSION,
+            SCORES_BY_START_SAMPLE_VERSION,
+            RUNS_REVISED,
+            RUNS_REVISED_MV,
+            SCORES_BY_START_MV_WITH_VERSION,
+            SCORES_BY_START_SAMPLE_MV_WITH_VERSION,
+            FILL_RUNS_REVISED,
+            FILL_SCORES_VERSION,
+        ),
     ),
 )

@@ -31,24 +31,28 @@ class Tables:
     """Where runs and scores are read from; `keyed_by_start`: sorted by agent or metric and start
     (the rollups), so a condition on those and the run's ids may filter before FINAL.
     `runs_sample`, `scores_sample`: the same rows of the runs whose hash is at most
-    `rollups.SAMPLE_LIMIT`, if kept (`sampled()`)."""
+    `rollups.SAMPLE_LIMIT`, if kept (`sampled()`). `revised`: where the scores carry their
+    run's `AgentVersion`, the table of runs stored more than once, for which it may be stale
+    (rollups.py, migration 122)."""
 
     runs: str
     scores: str
     keyed_by_start: bool = True
     runs_sample: str | None = None
     scores_sample: str | None = None
+    revised: str | None = None
 
     def sampled(self) -> Tables:
         """These tables' hash samples; only where `runs_sample` is set."""
         assert self.runs_sample is not None
         assert self.scores_sample is not None
-        return Tables(self.runs_sample, self.scores_sample, self.keyed_by_start)
+        return Tables(self.runs_sample, self.scores_sample, self.keyed_by_start, revised=self.revised)
 
 
 _SAMPLES = ("runs_by_start_sample", "scores_by_start_sample")
-ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES)  # and hourly.py's rollups
-RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES)  # without the hourly ones
+_REVISED = "runs_revised"
+ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED)  # and hourly.py's rollups
+RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED)  # without the hourly ones
 BASE_TABLES = Tables("trajectories", "scores", keyed_by_start=False)
 SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
 
@@ -96,8 +100,10 @@ def scores_sql(
     run_prewhere: Sequence[str] = (),
     tables: Tables | None = None,
     multi_version: Sequence[str] | None = None,
+    agent_version: bool = False,
 ) -> str:
-    """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task.
+    """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task,
+    and with `agent_version` the AgentVersion the row carries (only where `tables.revised`).
 
     Needs the `multi_version` parameter from `multi_version_metrics`.
     `prewhere`: conditions on Metric, RunStart, TraceId and RootSpanId only (`_filtered`). A
@@ -110,19 +116,24 @@ def scores_sql(
     """
     read = tables or SOURCE
     table = read.scores
+    assert not agent_version or read.revised, "these scores carry no AgentVersion"
+    # argMax skips a NULL argument (an older row's version would win): in a tuple it does not.
+    version, latest_version = (
+        (", AgentVersion", f", argMax(tuple(AgentVersion), {_LATEST}).1") if agent_version else ("", "")
+    )
     if multi_version is not None and not multi_version:
         return f"""
-SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
+SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {table} FINAL
 {_filtered(where, prewhere, read)}
 """
     single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere, read)
     multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere, read)
     return f"""
-SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task FROM {table} FINAL
+SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {table} FINAL
 {single}
 UNION ALL
 SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}), argMax(RunStart, {_LATEST}),
-    argMax(Agent, {_LATEST}), argMax(Task, {_LATEST})
+    argMax(Agent, {_LATEST}), argMax(Task, {_LATEST}){latest_version}
 FROM {table} FINAL {multiple}
 GROUP BY TraceId, RootSpanId, Metric
 """

@@ -34,6 +34,9 @@ class ScoreRow(NamedTuple):
     LatencyMs: int = 0
     Cost: float = 0.0
     Details: str = ""  # JSON object, or ""
+    # The scored revision's agent version (migration 122), which the scores' rollups carry for
+    # drift; None where the writer does not know it: the rollups' view looks the run up then.
+    AgentVersion: str | None = None
 
 
 class ReferenceRow(NamedTuple):

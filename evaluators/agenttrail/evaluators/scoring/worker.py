@@ -57,7 +57,7 @@ DEFAULT_METRICS = (
     "trajectory_recall",
 )
 _PENDING_COLUMNS = """t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS,
-t.Failure, t.ToolCalls, t.Revision"""
+t.Failure, t.ToolCalls, t.Revision, t.AgentVersion"""
 
 
 def sample_fraction(trace_id: str) -> float:
@@ -253,7 +253,7 @@ class EvaluatorWorker(RunQueueWorker):
         decisions: list[DecisionRow] = []
         now, stamp = now_stamp()
         for row, take in zip(rows, sampled, strict=True):
-            trace_id, root, agent, task, start_us, latency_s, _, _, revision = row
+            trace_id, root, agent, task, start_us, latency_s, _, _, revision, agent_version = row
             decision, detail = "scored", ""
             if not take:
                 decision = "sampled_out"
@@ -288,6 +288,7 @@ class EvaluatorWorker(RunQueueWorker):
                         ReferenceVersion=reference_version,
                         Error="",
                         CreatedAt=stamp,
+                        AgentVersion=agent_version,
                     )
                     for metric, value in results.items()
                     if value is not None
