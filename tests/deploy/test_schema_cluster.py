@@ -139,10 +139,13 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     removes it."""
     migrate(store, tuple(all_migrations()))
     first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
-    assert len(first) == 14  # 7, the rollups' hash samples, the hourly rollups and their pointers
+    # 7, the rollups' hash samples, the runs stored again, the hourly rollups and their pointers
+    assert len(first) == 15
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_hour")[0]
     assert "TTL toDateTime(Hour) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_start_sample")[0]
+    assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE runs_revised")[0]
     assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
     assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl

@@ -500,6 +500,7 @@ RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
     ("scores_by_start", "RunStart", "scores"),
     ("runs_by_start_sample", "Start", "trajectories"),
     ("scores_by_start_sample", "RunStart", "scores"),
+    ("runs_revised", "Start", "trajectories"),  # runs stored again, for drift (migration 122)
     # ... and so do their per-hour rollups (evaluators/monitoring/hourly.py).
     ("runs_by_hour", "Hour", "trajectories"),
     ("scores_by_hour", "Hour", "scores"),
