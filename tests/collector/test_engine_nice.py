@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.collector.store import Store
 
@@ -55,9 +56,13 @@ def test_every_store_client_of_serve_carries_it(collector_with: Callable[..., Si
     assert [_session_nice(store) for store in stores if store is not None] == [7, 7, 7, 7]
 
 
-def test_off_by_default(collector_with: Callable[..., Sidecar]) -> None:
-    sidecar = collector_with()
-    assert _session_nice(sidecar.new_store()) == 0
+def test_on_by_default(collector_with: Callable[..., Sidecar]) -> None:
+    assert SidecarConfig().engine_nice > 0
+    assert _session_nice(collector_with().new_store()) == SidecarConfig().engine_nice
+
+
+def test_zero_turns_it_off(collector_with: Callable[..., Sidecar]) -> None:
+    assert _session_nice(collector_with(engine_nice=0).new_store()) == 0
 
 
 @pytest.mark.skipif(not _can_nice(), reason="ClickHouse ignores the setting without CAP_SYS_NICE")

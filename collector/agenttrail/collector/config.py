@@ -126,9 +126,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "engine_nice",
         COUNT,
-        0,
+        10,
         "the embedded engine's threads (inserts, merges, assembly, scoring and monitoring queries) run "
-        "this much lower in the OS's priority than the receivers (Linux, needs CAP_SYS_NICE; 0: the same)",
+        "this much lower in the OS's priority than the receivers (Linux with CAP_SYS_NICE, up to 19; 0: "
+        "the same): acks wait less for a core",
     ),
     Setting(
         "grpc_process",
@@ -186,7 +187,7 @@ class SidecarConfig:
     max_inflight_bytes: int = 16 * 1024 * 1024
     gil_switch_interval_s: float = 0.001
     background_nice: int = 0
-    engine_nice: int = 0
+    engine_nice: int = 10
     grpc_process: bool = False
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0
