@@ -124,6 +124,14 @@ SETTINGS: tuple[Setting, ...] = (
         "lower in the OS's priority than the receivers (Linux; 0: the same; 10 may lower ack latency)",
     ),
     Setting(
+        "engine_nice",
+        COUNT,
+        5,
+        "the embedded engine's threads (inserts, merges, assembly, scoring and monitoring queries) run "
+        "this much lower in the OS's priority than the receivers (Linux with CAP_SYS_NICE, up to 19; 0: "
+        "the same): acks wait less for a core",
+    ),
+    Setting(
         "grpc_process",
         BOOL,
         False,
@@ -179,6 +187,7 @@ class SidecarConfig:
     max_inflight_bytes: int = 16 * 1024 * 1024
     gil_switch_interval_s: float = 0.001
     background_nice: int = 0
+    engine_nice: int = 5
     grpc_process: bool = False
     http_max_connections: int = 1024
     http_header_timeout_s: float = 10.0

@@ -159,7 +159,9 @@ class Sidecar:
     def _start(self, config: SidecarConfig) -> None:
         from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
 
-        self.store = Store(self.location)
+        # Only ClickHouse's threads step aside, never a Python thread that may hold the GIL
+        # (docs/performance.md, branch ack18): the receivers never query the store.
+        self.store = Store(self.location, engine_nice=config.engine_nice)
         _log_engine_allocator(self.store, config.engine_dirty_decay_ms)
         migrate(self.store, self.migrations)
         apply_retention(

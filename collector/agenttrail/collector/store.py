@@ -42,6 +42,24 @@ EMBEDDED_ENGINE: dict[str, int | str] = {
     "index_mark_cache_size": 64 * 1024 * 1024,
     "primary_index_cache_size": 128 * 1024 * 1024,
 }
+
+
+def embedded_engine_options(engine_nice: int) -> dict[str, int | str]:
+    """The engine options; with `engine_nice` ClickHouse's merge and mutation threads run that
+    much lower in the OS's priority (a server's own config sets this)."""
+    if not engine_nice:
+        return EMBEDDED_ENGINE
+    return {**EMBEDDED_ENGINE, "os_threads_nice_value_merge_mutate": engine_nice}
+
+
+def engine_nice_settings(engine_nice: int) -> dict[str, int]:
+    """A client's session setting that runs the engine threads of each of its statements
+    `engine_nice` lower in the OS's priority (ClickHouse sets the nice as a thread joins the
+    statement and resets it to 0 as it leaves; without CAP_SYS_NICE it ignores it). One SET when
+    the client opens on the embedded engine, free per statement."""
+    return {"os_thread_priority": engine_nice} if engine_nice else {}
+
+
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_DATABASE = "agenttrail"
 
@@ -217,15 +235,22 @@ class Store:
     its SQL (`settings_clause`), as `insert_select_file` does.
     """
 
-    def __init__(self, location: StoreLocation, *, create_database: bool = True) -> None:
+    def __init__(
+        self, location: StoreLocation, *, create_database: bool = True, engine_nice: int = 0
+    ) -> None:
         self.location = location
+        self.engine_nice = engine_nice
         self._lock = threading.Lock()
         import clickhouse_connect
 
         try:
             if location.path is not None:
                 location.path.mkdir(parents=True, exist_ok=True)
-                self._client = clickhouse_connect.get_client(dsn=location.url, chdb_options=EMBEDDED_ENGINE)
+                self._client = clickhouse_connect.get_client(
+                    dsn=location.url,
+                    chdb_options=embedded_engine_options(engine_nice),
+                    settings=engine_nice_settings(engine_nice),
+                )
             else:
                 self._client = clickhouse_connect.get_client(dsn=location.url, connect_timeout=5)
             if create_database:
@@ -234,9 +259,11 @@ class Store:
         except (*_driver_errors(), OSError, RuntimeError) as exc:
             raise _translate(exc, location) from exc
 
-    def clone(self) -> Store:
-        """A second client to the same store, for another thread."""
-        return Store(self.location, create_database=False)
+    def clone(self, *, engine_nice: int | None = None) -> Store:
+        """A second client to the same store, for another thread; its statements' engine threads
+        run `engine_nice` lower (this store's by default)."""
+        nice = self.engine_nice if engine_nice is None else engine_nice
+        return Store(self.location, create_database=False, engine_nice=nice)
 
     def command(
         self,
