@@ -259,11 +259,9 @@ class Store:
         except (*_driver_errors(), OSError, RuntimeError) as exc:
             raise _translate(exc, location) from exc
 
-    def clone(self, *, engine_nice: int | None = None) -> Store:
-        """A second client to the same store, for another thread; its statements' engine threads
-        run `engine_nice` lower (this store's by default)."""
-        nice = self.engine_nice if engine_nice is None else engine_nice
-        return Store(self.location, create_database=False, engine_nice=nice)
+    def clone(self) -> Store:
+        """A second client to the same store, for another thread, at this store's `engine_nice`."""
+        return Store(self.location, create_database=False, engine_nice=self.engine_nice)
 
     def command(
         self,
