@@ -73,7 +73,7 @@ def score_rows(
             "" if score is not None else "judge failed",
             stamp,
             # the evaluator writes the run's version; another evaluator here does not, as judges
-            # do not (the rollups' view looks the run up for those)
+            # do not (drift looks the run up in trajectories for those)
             AgentVersion=run.version if evaluator_version == "ev1" else None,
         )
         for metric, score in run.scores.items()
