@@ -2,7 +2,8 @@
 
 Everything known before a call (span name, static attributes, signature) is worked out once in a
 ``_SpanSpec``; a call then costs one span start, one attach, one ``set_attributes`` and one end.
-Arguments are only bound and serialised when the span is recording.
+Arguments are only bound and serialised when the span is recording, and a positional call of
+str/int/float/bool/None values is not bound at all: per-function JSON templates take its values.
 
 Each attribute costs the SDK about 0.6 µs to validate, so a tool span carries only what the spec
 lists (no OpenInference mime types: its GenAI attributes are JSON by definition); agent spans,
