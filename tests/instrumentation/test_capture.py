@@ -15,10 +15,14 @@ from opentelemetry.util.types import AttributeValue
 from agenttrail.instrumentation import agent, agent_run, configure, tool
 from agenttrail.instrumentation import attributes as attr
 from agenttrail.instrumentation._capture import (
+    _SCALAR_JSON,
     CIRCULAR,
     DEFAULT_KEY_PATTERNS,
     REDACTED,
     REDACTION_FAILED,
+    _encode,
+    arguments_templates,
+    capture_arguments_into,
     capture_into,
     make_settings,
     to_json,
@@ -369,3 +373,130 @@ def test_secret_hint_scan_finds_exactly_its_words(text: str) -> None:
     assert bool(ANY_HINT.search(text)) == bool(words.search(text))
     key_words = re.compile("|".join(KEY_HINT_WORDS))
     assert [m.span() for m in KEY_HINT.finditer(text)] == [m.span() for m in key_words.finditer(text)]
+
+
+# The fast path for a decorated call's positional arguments (capture_arguments_into) against the
+# general one (capture_into of the bound dict): the same attributes, byte for byte.
+secretish_text = st.sampled_from(
+    [
+        "password=hunter2",
+        "login with PASSWORD: hunter2",
+        "Authorization: Bearer abc123def",
+        "Basic YW5uOmh1bnRlcjI=",
+        "\x08asic YW5uOmh1bnRlcjI=",  # JSON writes \b: "\basic" is only a hint word once encoded
+        "\token=abc",
+        "https://ann:hunter2@db/x",
+        "a://\n:b@c",
+        "sk-proj-abcdefghijklmnopqrstuv",
+        "the token count was 812",
+        'quote " and \\ backslash',
+        "Kelvin \u212aEY=1",
+        "ΑΣ café ☕",
+    ]
+)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.just(10**5000)  # past the int-to-str digit limit: the encoder refuses it
+    | st.floats()
+    | st.text()
+    | st.text(alphabet='passwordkeytokenauthbearer =:/@"\\\n\t\x08\x1b', max_size=30)
+    | secretish_text
+    | secretish_text.map(str.upper)
+)
+non_scalars = st.builds(Opaque) | st.lists(scalars, max_size=2) | st.builds(lambda: 1.5 + 0j)
+# One value in ten not a scalar: most calls take the fast path, the rest its fallback.
+argument_values = st.integers(0, 9).flatmap(lambda i: non_scalars if i == 0 else scalars)
+parameter_names = st.lists(
+    st.sampled_from(["query", "limit", "x", "café", "secretary", "password", "api_key", "token_count", "pin"])
+    | st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True),
+    max_size=4,
+    unique=True,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    names=parameter_names,
+    data=st.data(),
+    cap=st.sampled_from([8192, 1, 12, 40]),
+    options=st.sampled_from(
+        [{}, {"scrub_patterns": [r"^pin$"]}, {"redact": lambda kind, name, value: value}]
+    ),
+)
+def test_positional_fast_path_stores_what_the_general_path_does(
+    names: list[str], data: st.DataObject, cap: int, options: dict[str, Any]
+) -> None:
+    """capture_arguments_into() stores exactly what capture_into() of the bound arguments does, or
+    nothing (returning False) so the caller takes capture_into()."""
+    args = tuple(data.draw(st.lists(argument_values, max_size=len(names) + 1)))
+    capture_settings = make_settings(max_value_length=cap, **options)
+    bound = dict(zip(names, args, strict=False))
+    keys = ("a", "b")
+    general: dict[str, AttributeValue] = {}
+    capture_into(general, capture_settings, "arguments", "f", bound, keys)
+    fast: dict[str, AttributeValue] = {}
+    templates = arguments_templates(tuple(names))
+    if templates is None or not capture_arguments_into(
+        fast, capture_settings, tuple(names), templates, args, keys
+    ):
+        assert fast == {}  # nothing half-stored before falling back
+        capture_into(fast, capture_settings, "arguments", "f", bound, keys)
+    assert fast == general
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=scalars)
+def test_scalar_json_is_the_encoders(value: object) -> None:
+    """Each scalar's fast JSON is the encoder's text for it, and both refuse the same values."""
+    try:
+        expected: str | None = "".join(_encode(value, 0))
+    except ValueError:
+        expected = None
+    try:
+        fast: str | None = _SCALAR_JSON[type(value)](value)
+    except ValueError:
+        fast = None
+    assert fast == expected
+
+
+def test_common_positional_call_takes_the_fast_path() -> None:
+    """A call of a str and an int with ordinary names is rendered by the fast path."""
+    attrs: dict[str, AttributeValue] = {}
+    templates = arguments_templates(("query", "limit"))
+    assert templates is not None
+    assert capture_arguments_into(
+        attrs, make_settings(), ("query", "limit"), templates, ("refund", 5), ("k",)
+    )
+    assert attrs == {"k": '{"query":"refund","limit":5}'}
+    assert arguments_templates(("user", "password")) is None  # a name with a hint word: general path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sent Authorization: Bearer abc123def and password=hunter2",
+        "PASSWORD=hunter2",  # upper case: the scan is of the lower-cased text
+        "\x08asic aHVudGVyOmh1bnRlcjI=",  # a hint word only once JSON writes \x08 as \b
+    ],
+)
+def test_decorated_positional_call_is_scrubbed_like_the_bound_dict(
+    captured: CapturedSpans, text: str
+) -> None:
+    """Through @tool, secrets in positional str arguments are scrubbed exactly as capture_into() does."""
+
+    @tool
+    def note(text: str, count: int, ratio: float, flag: bool, extra: None) -> str:
+        return "ok"
+
+    args = (text, 3, 0.5, True, None)
+    note(*args)
+    expected: dict[str, AttributeValue] = {}
+    keys = (attr.GEN_AI_TOOL_CALL_ARGUMENTS, attr.INPUT_VALUE)
+    bound = dict(zip(("text", "count", "ratio", "flag", "extra"), args, strict=True))
+    capture_into(expected, make_settings(), "arguments", "note", bound, keys)
+    attributes = captured.one("execute_tool note").attributes or {}
+    assert attr.AGENTTRAIL_SCRUBBED in attributes
+    for key, value in expected.items():
+        assert attributes[key] == value, key

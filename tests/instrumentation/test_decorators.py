@@ -398,6 +398,7 @@ def test_unsampled_calls_record_and_serialise_nothing(monkeypatch: pytest.Monkey
         raise AssertionError("serializer called for an unsampled span")
 
     monkeypatch.setattr(_decorators, "capture_into", must_not_run)
+    monkeypatch.setattr(_decorators, "capture_arguments_into", must_not_run)
     with capture_spans(sampler=ALWAYS_OFF) as captured:
         assert support("q") == "done"
         with pytest.raises(RefundDeclinedError):
@@ -414,6 +415,7 @@ def test_internal_error_does_not_break_the_call(
         raise RuntimeError("serializer bug")
 
     monkeypatch.setattr(_decorators, "capture_into", broken)
+    monkeypatch.setattr(_decorators, "capture_arguments_into", broken)  # positional simple values
     assert search("a") == ["a", "a"]
     assert search("b") == ["b", "b"]
     with pytest.raises(RefundDeclinedError):
@@ -448,6 +450,7 @@ def test_internal_errors_raise_when_asked(captured: CapturedSpans, monkeypatch: 
         raise RuntimeError("serializer bug")
 
     monkeypatch.setattr(_decorators, "capture_into", broken)
+    monkeypatch.setattr(_decorators, "capture_arguments_into", broken)  # positional simple values
     with pytest.raises(RuntimeError, match="serializer bug"):
         search("a")
 

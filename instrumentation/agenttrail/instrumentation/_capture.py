@@ -7,7 +7,7 @@ a secret is never half-kept by truncation. Rendering never raises for any input 
 import math
 import re
 from _json import make_encoder
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any, Final
@@ -40,6 +40,8 @@ __all__ = [
     "TOO_DEEP",
     "CaptureSettings",
     "RedactHook",
+    "arguments_templates",
+    "capture_arguments_into",
     "capture_into",
     "make_settings",
     "note_scrubbed",
@@ -213,8 +215,10 @@ def capture_into(
         except Exception as exc:  # fail closed: the raw value may hold what the hook should hide
             internal_error(f"redact hook ({kind} of {name})", exc)
             value = REDACTION_FAILED
-    try:  # to_json() inlined: this runs twice per tool call
-        text = "".join(_encode(value, 0))
+    # A str (the commonest result) is what the encoder would write for it, without the call and
+    # the join around it; anything else goes through the encoder (to_json() inlined).
+    try:
+        text = encode_basestring(value) if type(value) is str else "".join(_encode(value, 0))
     except Exception:
         text = to_json(value)
     lower = text.lower()
@@ -222,10 +226,85 @@ def capture_into(
         text, findings = _scrub(settings, value, text, lower)
         if findings:
             note_scrubbed(attrs, keys, findings)
-    cut = len(text) - settings.max_value_length
-    if cut > 0:
-        text = text[: settings.max_value_length] + truncation_marker(cut)
-        previous = attrs.get(attr.AGENTTRAIL_TRUNCATED)
-        attrs[attr.AGENTTRAIL_TRUNCATED] = (*(previous if isinstance(previous, tuple) else ()), *keys)
+    if len(text) > settings.max_value_length:
+        text = _truncate(attrs, settings, text, keys)
     for key in keys:
         attrs[key] = text
+
+
+def _truncate(
+    attrs: dict[str, AttributeValue], settings: CaptureSettings, text: str, keys: tuple[str, ...]
+) -> str:
+    """``text`` cut to the size cap with the marker, and ``keys`` added to agenttrail.truncated."""
+    cut = len(text) - settings.max_value_length
+    previous = attrs.get(attr.AGENTTRAIL_TRUNCATED)
+    attrs[attr.AGENTTRAIL_TRUNCATED] = (*(previous if isinstance(previous, tuple) else ()), *keys)
+    return text[: settings.max_value_length] + truncation_marker(cut)
+
+
+# The fast path for a call's positional arguments. The encoder writes these exact types (not
+# subclasses: an IntEnum or a str subclass may look different) with these functions; NaN and
+# infinities are no JSON, so they leave the fast path (ValueError) for the encoder's fallback.
+def _finite_float_json(value: float) -> str:
+    if value - value == 0.0:
+        return float.__repr__(value)
+    raise ValueError(value)
+
+
+def _null_json(value: None) -> str:
+    return "null"
+
+
+_SCALAR_JSON: Final[dict[type, Callable[[Any], str]]] = {
+    str: encode_basestring,
+    int: int.__repr__,  # ValueError past the int-to-str digit limit, as in the encoder
+    float: _finite_float_json,
+    bool: {True: "true", False: "false"}.__getitem__,
+    type(None): _null_json,
+}
+
+
+def arguments_templates(names: Sequence[str]) -> tuple[str, ...] | None:
+    """For each n up to ``len(names)``, the JSON object the encoder writes for a dict of the first
+    n names, with ``%s`` where each value goes; None if a name holds a hint word.
+
+    A hint word never contains a quote, so in the object's text it lies inside one key or one
+    value: with keys free of them, scanning the values alone finds what scanning the text does.
+    """
+    keys = [encode_basestring(n) for n in names]
+    if any("%" in k for k in keys) or ANY_HINT.search(",".join(keys).lower()):
+        return None
+    return tuple("{" + ",".join(f"{k}:%s" for k in keys[:n]) + "}" for n in range(len(keys) + 1))
+
+
+def capture_arguments_into(
+    attrs: dict[str, AttributeValue],
+    settings: CaptureSettings,
+    names: tuple[str, ...],
+    templates: tuple[str, ...],
+    args: tuple[Any, ...],
+    keys: tuple[str, ...],
+) -> bool:
+    """capture_into() of ``dict(zip(names, args))`` for the common call: positional str, int,
+    float, bool or None values, no redact hook and no user patterns. The text and everything
+    stored are the same; False (nothing stored) for any other call, which then binds its
+    arguments and takes capture_into(). ``templates`` come from arguments_templates(names).
+    """
+    if settings.redact is not None or settings.walk_always or len(args) >= len(templates):
+        return False
+    try:
+        values = [_SCALAR_JSON[type(a)](a) for a in args]
+    except (KeyError, ValueError):
+        return False
+    text = templates[len(values)] % tuple(values)
+    # The keys hold no hint word (arguments_templates), so the values decide: where they hold
+    # one, the text does, and it is scrubbed as capture_into() would, without a second scan.
+    if ANY_HINT.search(",".join(values).lower()):
+        text, findings = _scrub(settings, dict(zip(names, args)), text, text.lower())  # noqa: B905
+        if findings:
+            note_scrubbed(attrs, keys, findings)
+    if len(text) > settings.max_value_length:
+        text = _truncate(attrs, settings, text, keys)
+    for key in keys:
+        attrs[key] = text
+    return True
