@@ -38,26 +38,30 @@ def _run(code: str, env: dict[str, str]) -> str:
 
 
 READ_BACK = """
-    from agenttrail.collector.allocators import configure_engine_allocator, engine_dirty_decay_ms
+    from agenttrail.collector.allocators import (
+        configure_engine_allocator, engine_dirty_decay_ms, engine_oversize_threshold
+    )
     from agenttrail.collector.store import Store, parse_store
-    applied = configure_engine_allocator(700)
-    print(applied, engine_dirty_decay_ms(Store(parse_store({store!r}))))
+    applied = configure_engine_allocator(700, 1048576)
+    store = Store(parse_store({store!r}))
+    print(applied, engine_dirty_decay_ms(store), engine_oversize_threshold(store))
 """
 
 
 @pytest.mark.parametrize(
     ("user_conf", "expected"),
-    [(None, "True 700"), ("dirty_decay_ms:300", "False 300")],
+    [(None, "True 700 1048576"), ("dirty_decay_ms:300", "False 300 67108864")],
 )
 def test_engine_decay_is_read_back(tmp_path: Path, user_conf: str | None, expected: str) -> None:
-    """Set before chdb loads, the engine runs with it; a JE_MALLOC_CONF the user set wins."""
+    """Set before chdb loads, the engine runs with them; a JE_MALLOC_CONF the user set wins (and
+    the threshold is chDB's 64 MiB)."""
     env = _clean_env(**({"JE_MALLOC_CONF": user_conf} if user_conf else {}))
     assert _run(READ_BACK.format(store=str(tmp_path / "store")), env) == expected
 
 
 def test_engine_decay_is_not_applied_once_chdb_is_loaded(tmp_path: Path) -> None:
     code = READ_BACK.replace("applied = ", "import chdb\n    applied = ")
-    assert _run(code.format(store=str(tmp_path / "store")), _clean_env()) == "False 5000"
+    assert _run(code.format(store=str(tmp_path / "store")), _clean_env()) == "False 5000 67108864"
 
 
 # Eight threads each allocate (a new thread's first malloc makes it an arena while glibc's limit
@@ -118,8 +122,8 @@ def test_glibc_environment_wins(tmp_path: Path) -> None:
 
 
 def test_serve_applies_the_setting(tmp_path: Path) -> None:
-    """`serve` sets the decay before the engine loads: it logs the value the engine reports; and
-    glibc's malloc options before it starts a thread."""
+    """`serve` sets the decay and the default oversize threshold before the engine loads: it
+    logs the values the engine reports; and glibc's malloc options before it starts a thread."""
     store = tmp_path / "store"
     process = subprocess.Popen(
         [
@@ -149,3 +153,4 @@ def test_serve_applies_the_setting(tmp_path: Path) -> None:
             process.wait(10)
     assert "engine's allocator returns freed memory after 700 ms\n" in stderr, stderr[-3000:]
     assert "Python's allocator: arena_max 2, mmap_threshold 131072\n" in stderr, stderr[-3000:]
+    assert "returns freed blocks of 2097152 bytes and more at once" in stderr, stderr[-3000:]

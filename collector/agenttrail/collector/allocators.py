@@ -6,7 +6,11 @@ chDB (ClickHouse in-process) allocates with its own jemalloc, which keeps freed 
 (benchmarks/bench_overload.py with --memory-log) that was 100-130 MiB on average beside what
 ClickHouse was using, and up to 300 MiB; at 1 s, about half. jemalloc reads its options once,
 when the library loads, from the JE_MALLOC_CONF environment variable, so `serve` sets it before
-anything imports chdb, unless the user set it (their value wins).
+anything imports chdb, unless the user set it (their value wins). Blocks of `oversize_threshold`
+bytes and more (64 MiB as chDB is built) go to an arena of their own that returns them as soon as
+they are freed: at 2 MiB, the column buffers of an insert's, a merge's or a query's blocks, whose
+freed pages were most of what the decay kept at the peak (2 MiB: the peak under the 4x overload
+1.73-1.80x idle against 1.87-1.95x, the same spans stored; docs/performance.md, "rss19").
 
 glibc gives each new thread an arena of its own, up to 8 per core (serve has ~80 threads under
 load), and after a freed mmapped block raises the size it maps apart to that block's size: a
@@ -43,10 +47,12 @@ _GLIBC_ENV = {
     M_MMAP_THRESHOLD: ("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"),
 }
 _DECAY = re.compile(r"opt\.dirty_decay_ms: (-?\d+)")
+_OVERSIZE = re.compile(r"opt\.oversize_threshold: (\d+)")
 
 
-def configure_engine_allocator(dirty_decay_ms: int) -> bool:
-    """Have chDB's jemalloc return freed pages after `dirty_decay_ms` (0: at once). Takes effect
+def configure_engine_allocator(dirty_decay_ms: int, oversize_threshold_bytes: int = 0) -> bool:
+    """Have chDB's jemalloc return freed pages after `dirty_decay_ms` (0: at once), and freed
+    blocks of `oversize_threshold_bytes` and more at once (0: chDB's threshold). Takes effect
     only before chdb is first imported in this process and when JE_MALLOC_CONF is not set;
     returns whether it was set."""
     if JEMALLOC_ENV in os.environ:
@@ -55,17 +61,30 @@ def configure_engine_allocator(dirty_decay_ms: int) -> bool:
     if "chdb" in sys.modules:
         log.debug("chdb is loaded already: its allocator keeps the decay it started with")
         return False
-    os.environ[JEMALLOC_ENV] = f"dirty_decay_ms:{dirty_decay_ms}"
+    conf = f"dirty_decay_ms:{dirty_decay_ms}"
+    if oversize_threshold_bytes:
+        conf += f",oversize_threshold:{oversize_threshold_bytes}"
+    os.environ[JEMALLOC_ENV] = conf
     return True
 
 
 def engine_dirty_decay_ms(store: Store) -> int | None:
     """The decay chDB's jemalloc runs with, read back from the engine (None: not embedded, or
     the engine does not say)."""
+    return _engine_option(store, _DECAY)
+
+
+def engine_oversize_threshold(store: Store) -> int | None:
+    """The block size from which chDB's jemalloc returns freed blocks at once, read back from the
+    engine (None: not embedded, or the engine does not say)."""
+    return _engine_option(store, _OVERSIZE)
+
+
+def _engine_option(store: Store, option: re.Pattern[str]) -> int | None:
     if not store.location.embedded:
         return None
     rows = store.query("SELECT * FROM system.jemalloc_stats")
-    found = _DECAY.search("\n".join(str(value) for row in rows for value in row))
+    found = option.search("\n".join(str(value) for row in rows for value in row))
     return int(found.group(1)) if found else None
 
 

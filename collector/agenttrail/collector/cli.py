@@ -406,7 +406,8 @@ def serve(config_file: str | None, **options: Any) -> None:
     set_background_nice(config.background_nice)
     from agenttrail.collector.allocators import configure_engine_allocator
 
-    configure_engine_allocator(config.engine_dirty_decay_ms)  # before chdb loads: jemalloc reads it once
+    # Before chdb loads: jemalloc reads its options once.
+    configure_engine_allocator(config.engine_dirty_decay_ms, config.engine_oversize_threshold_bytes)
     try:
         sidecar = current_wiring().build_sidecar(config, config_file)
     except AgentTrailError as exc:

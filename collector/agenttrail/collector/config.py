@@ -85,6 +85,13 @@ SETTINGS: tuple[Setting, ...] = (
         "(at 5000, as chDB is built, 100-300 MiB more under overload; JE_MALLOC_CONF, if set, wins)",
     ),
     Setting(
+        "engine_oversize_threshold_bytes",
+        COUNT,
+        2 * 1024 * 1024,
+        "the embedded engine's allocator returns freed blocks this large at once, not after "
+        "engine_dirty_decay_ms (0: chDB's 64 MiB; JE_MALLOC_CONF, if set, wins)",
+    ),
+    Setting(
         "malloc_arena_max",
         COUNT,
         2,
@@ -189,6 +196,7 @@ class SidecarConfig:
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
     assembly_max_traces: int = 2000  # assembler.MAX_TRACES_PER_QUERY
     engine_dirty_decay_ms: int = 1000
+    engine_oversize_threshold_bytes: int = 2 * 1024 * 1024
     malloc_arena_max: int = 2
     malloc_mmap_threshold_bytes: int = 128 * 1024
     flush_interval_s: float = 0.2
