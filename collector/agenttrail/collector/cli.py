@@ -392,6 +392,10 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the collector: OTLP receivers, span storage, trajectory assembly."""
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
+    from agenttrail.collector.allocators import configure_python_allocator
+
+    # Before any thread starts: a thread keeps the malloc arena it got first.
+    configure_python_allocator(config.malloc_arena_max, config.malloc_mmap_threshold_bytes)
     # The receivers' work is short bursts of Python among long-running background threads
     # (evaluator, metrics feed): each hand-over of the GIL to a receiver waits up to this interval
     # (1 ms, not Python's 5), and each wait for a core behind them is shorter when they run at a
@@ -402,7 +406,8 @@ def serve(config_file: str | None, **options: Any) -> None:
     set_background_nice(config.background_nice)
     from agenttrail.collector.allocators import configure_engine_allocator
 
-    configure_engine_allocator(config.engine_dirty_decay_ms)  # before chdb loads: jemalloc reads it once
+    # Before chdb loads: jemalloc reads its options once.
+    configure_engine_allocator(config.engine_dirty_decay_ms, config.engine_oversize_threshold_bytes)
     try:
         sidecar = current_wiring().build_sidecar(config, config_file)
     except AgentTrailError as exc:

@@ -84,6 +84,27 @@ SETTINGS: tuple[Setting, ...] = (
         "ms the embedded engine's allocator keeps freed memory before returning it "
         "(at 5000, as chDB is built, 100-300 MiB more under overload; JE_MALLOC_CONF, if set, wins)",
     ),
+    Setting(
+        "engine_oversize_threshold_bytes",
+        COUNT,
+        2 * 1024 * 1024,
+        "the embedded engine's allocator returns freed blocks this large at once, not after "
+        "engine_dirty_decay_ms (0: chDB's 64 MiB; JE_MALLOC_CONF, if set, wins)",
+    ),
+    Setting(
+        "malloc_arena_max",
+        COUNT,
+        2,
+        "glibc malloc arenas serve's threads share (Python, grpc, protobuf; 0: glibc's 8 per core, "
+        "each keeping its own freed memory; MALLOC_ARENA_MAX, if set, wins)",
+    ),
+    Setting(
+        "malloc_mmap_threshold_bytes",
+        COUNT,
+        128 * 1024,
+        "serve's glibc malloc maps blocks this large apart and unmaps them when freed (request bodies; "
+        "0: glibc's threshold, which grows to the largest block freed; MALLOC_MMAP_THRESHOLD_, if set, wins)",
+    ),
     Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
         "ingest_max_wait_s",
@@ -175,6 +196,9 @@ class SidecarConfig:
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
     assembly_max_traces: int = 2000  # assembler.MAX_TRACES_PER_QUERY
     engine_dirty_decay_ms: int = 1000
+    engine_oversize_threshold_bytes: int = 2 * 1024 * 1024
+    malloc_arena_max: int = 2
+    malloc_mmap_threshold_bytes: int = 128 * 1024
     flush_interval_s: float = 0.2
     ingest_max_wait_s: float = 0.5
     bearer_token: str | None = None

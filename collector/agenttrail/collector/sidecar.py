@@ -162,7 +162,9 @@ class Sidecar:
         # Only ClickHouse's threads step aside, never a Python thread that may hold the GIL
         # (docs/performance.md, branch ack18): the receivers never query the store.
         self.store = Store(self.location, engine_nice=config.engine_nice)
-        _log_engine_allocator(self.store, config.engine_dirty_decay_ms)
+        _log_engine_allocator(
+            self.store, config.engine_dirty_decay_ms, config.engine_oversize_threshold_bytes
+        )
         migrate(self.store, self.migrations)
         apply_retention(
             self.store,
@@ -437,15 +439,23 @@ class Sidecar:
             yield self.store
 
 
-def _log_engine_allocator(store: Store, wanted_ms: int) -> None:
+def _log_engine_allocator(store: Store, wanted_ms: int, wanted_oversize: int) -> None:
     """Say, read back from the engine, how long its allocator keeps freed memory: serve sets it
     before chdb loads (allocators.py); a process that loaded chdb earlier keeps its own."""
-    from agenttrail.collector.allocators import engine_dirty_decay_ms
+    from agenttrail.collector.allocators import engine_dirty_decay_ms, engine_oversize_threshold
 
     try:
         actual = engine_dirty_decay_ms(store)
+        oversize = engine_oversize_threshold(store)
     except StoreError:  # an engine without the table: nothing to report
         return
+    if oversize is not None:
+        log.info(
+            "embedded engine's allocator returns freed blocks of %d bytes and more at once "
+            "(engine_oversize_threshold_bytes %d)",
+            oversize,
+            wanted_oversize,
+        )
     if actual is None:
         return
     if actual == wanted_ms:

@@ -38,8 +38,11 @@ DECISION_COLUMNS = DecisionRow._fields
 # Decisions that leave a run in the queue (recorded so the audit can say why it waits).
 NOT_FINAL = ("budget_paused",)
 
+# Which runs are pending: their keys only. FINAL merges every part's rows at once, a block of
+# each part's columns at a time, so with the runs' tool calls among them one batch held ~90 MiB
+# under overload (20 parts of 2,500 runs: 100 MiB; the keys alone: 3-4 MiB).
 _PENDING = """
-SELECT {columns}
+SELECT t.TraceId, t.RootSpanId, t.Revision
 FROM trajectories AS t FINAL
 LEFT ANTI JOIN (
     SELECT TraceId AS DecidedTrace, RootSpanId AS DecidedRoot, Revision AS DecidedRevision
@@ -50,6 +53,14 @@ WHERE t.IsDeleted = 0 AND {where}
   AND cityHash64(t.TraceId) % {{shards:UInt32}} = {{shard:UInt32}}
 ORDER BY {order}
 LIMIT {{limit:UInt32}}
+"""
+# Then the columns asked for, of those runs' rows, by trace id (the sort key) and without FINAL:
+# each part's rows stream past the filter (10 MiB for the same batch); `pending_runs` keeps the
+# pending revision's newest row, as FINAL would have.
+_PENDING_ROWS = """
+SELECT t.TraceId, t.RootSpanId, t.Revision, t.Version, {columns}
+FROM trajectories AS t
+WHERE t.TraceId IN {{pending_trace_ids:Array(String)}} AND t.IsDeleted = 0
 """
 _MEMBERS = """
 SELECT EvaluatorVersion, WorkerId FROM evaluator_heartbeats FINAL
@@ -71,9 +82,10 @@ def pending_runs(
     shard: tuple[int, int] = (0, 1),
     limit: int = 500,
 ) -> list[tuple[Any, ...]]:
-    """Runs (latest revision) with no final decision under `queue_key`; `where` filters
-    columns of `trajectories AS t` with bound parameters from `params`."""
-    sql = _PENDING.format(columns=columns, where=where, order=order)
+    """Runs (latest revision) with no final decision under `queue_key`, in `order`; `where`
+    filters columns of `trajectories AS t` with bound parameters from `params`. A run whose
+    pending revision is replaced between the two reads is left for the next batch."""
+    sql = _PENDING.format(where=where, order=order)
     bound = {
         **(params or {}),
         "queue_key": queue_key,
@@ -82,7 +94,19 @@ def pending_runs(
         "shards": shard[1],
         "limit": limit,
     }
-    return store.query(sql, bound)
+    keys = [tuple(key) for key in store.query(sql, bound)]
+    if not keys:
+        return []
+    wanted = set(keys)
+    newest: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = {}
+    rows = store.query(
+        _PENDING_ROWS.format(columns=columns), {"pending_trace_ids": sorted({key[0] for key in keys})}
+    )
+    for row in rows:
+        key, version = tuple(row[:3]), row[3]
+        if key in wanted and (key not in newest or version > newest[key][0]):
+            newest[key] = (version, tuple(row[4:]))
+    return [newest[key][1] for key in keys if key in newest]
 
 
 def record_decisions(store: Store, rows: Sequence[DecisionRow]) -> None:
