@@ -161,6 +161,11 @@ GROUP_ORDER = ("python", "engine queries", "merges", "gRPC", "engine other", "ex
 # How often the benchmark asks serve for its counters: each /healthz costs serve ~1.5 ms of CPU
 # (measured on an idle serve), so polling every 10 ms took ~10% of a core from what it measures.
 POLL_S = 0.05
+# `--ingest-only`: serve with nothing beside ingest (no run is due within the benchmark, none
+# is scored), so the figure holds receivers, inserts and merges alone. With assembly beside it,
+# the spans stored in a slow run meet more assembly and scoring (they begin after the quiet
+# period), which slows the run further: that work is why two runs differ by up to a factor 6.
+INGEST_ONLY_CONFIG = "quiet_period_s: 86400\nevaluators:\n  sample_rate: 0\n"
 
 
 def _thread_cpu(pid: int) -> dict[str, float]:
@@ -194,14 +199,21 @@ def bench_ingest(
     config_file: str | None = None,
     after_stored: Callable[[dict[str, str]], None] | None = None,
     serve_python: str = sys.executable,
+    ingest_only: bool = False,
 ) -> dict[str, Any]:
     """Persisted spans/s; `config_file` configures the sidecar, `after_stored` runs (given the
     sidecar's addresses) once every span is stored, before the sidecar stops; `serve_python`
-    runs serve (another checkout's venv: the same clients against another version)."""
+    runs serve (another checkout's venv: the same clients against another version);
+    `ingest_only` keeps assembly and scoring out (INGEST_ONLY_CONFIG) and does not wait for runs."""
     bodies = [agent_request(i) for i in range(requests)]
     total = requests * SPANS_PER_REQUEST
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Path(tmp) / "store"
+        if ingest_only:
+            if config_file:
+                raise SystemExit("--ingest-only brings its own config; give one or the other")
+            config_file = str(Path(tmp) / "ingest-only.yaml")
+            Path(config_file).write_text(INGEST_ONLY_CONFIG)
         process = subprocess.Popen(
             [
                 serve_python,
@@ -284,7 +296,7 @@ def bench_ingest(
             by_thread = {group: threads_after[group] - threads_before[group] for group in GROUP_ORDER}
             load_at_stored = os.getloadavg()[0]
             # Assembly runs beside ingestion; the last runs wait out the quiet period.
-            while health(info["http"])["pending_traces"] > 0:
+            while not ingest_only and health(info["http"])["pending_traces"] > 0:
                 time.sleep(POLL_S)
             assembled = time.perf_counter()
             cpu_assembled = _cpu_seconds(process.pid) - cpu_before
@@ -326,9 +338,18 @@ def main() -> None:
         default=sys.executable,
         help="the Python that runs serve, e.g. another checkout's .venv/bin/python (A/B, same clients)",
     )
+    parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="no assembly or scoring beside ingest: the steadier figure of ingest's own cost",
+    )
     args = parser.parse_args()
     figures = bench_ingest(
-        args.requests, args.clients, config_file=args.config, serve_python=args.serve_python
+        args.requests,
+        args.clients,
+        config_file=args.config,
+        serve_python=args.serve_python,
+        ingest_only=args.ingest_only,
     )
     print(
         f"collector ingest (OTLP/gRPC, {SPANS_PER_REQUEST}-span requests, {args.clients} clients, "
@@ -346,14 +367,16 @@ def main() -> None:
         f"  ack latency per request: p50 {figures['ack_p50_ms']:.1f} ms, p99 {figures['ack_p99_ms']:.1f} ms "
         f"(retries included; {figures['refused_requests']:.0f} refusals resent)"
     )
-    print(
-        f"  runs assembled into trajectories: {figures['assembled_runs_per_s']:,.0f} runs/s, the last "
-        f"{figures['assembly_lag_s']:.1f} s after the last span was stored (quiet period included)"
-    )
+    if not args.ingest_only:
+        print(
+            f"  runs assembled into trajectories: {figures['assembled_runs_per_s']:,.0f} runs/s, the last "
+            f"{figures['assembly_lag_s']:.1f} s after the last span was stored (quiet period included)"
+        )
     by_thread = figures["sidecar_cpu_by_thread"]
     print(
         f"  sidecar CPU per stored span: {figures['sidecar_us_per_span']:.1f} µs until stored "
-        f"({figures['sidecar_us_per_span_assembled']:.1f} µs until assembled); until stored by thread: "
+        + ("" if args.ingest_only else f"({figures['sidecar_us_per_span_assembled']:.1f} µs until assembled)")
+        + "; until stored by thread: "
         + ", ".join(f"{group} {by_thread[group]:.2f} s" for group in GROUP_ORDER)
     )
     print(
