@@ -158,9 +158,13 @@ THREAD_GROUPS = {
 }
 # Exited threads' CPU is in the process's total but in no task: it is reported as "exited".
 GROUP_ORDER = ("python", "engine queries", "merges", "gRPC", "engine other", "exited")
-# How often the benchmark asks serve for its counters: each /healthz costs serve ~1.5 ms of CPU
-# (measured on an idle serve), so polling every 10 ms took ~10% of a core from what it measures.
-POLL_S = 0.05
+# How often the benchmark asks serve for its counters. Each /healthz (as /livez: uvicorn's and
+# Starlette's own work) costs serve 1.1-1.5 ms of CPU, so polling every 10 ms took ~10% of a core
+# from what it measures, and more the longer a slow run lasted. So: every 0.25 s until at most a
+# segment's spans are left to store, then every 20 ms (the stored count moves a segment at a time).
+POLL_S = 0.02
+SLOW_POLL_S = 0.25
+SEGMENT_SPANS = 50_000  # the writer's batch_max_spans
 # `--ingest-only`: serve with nothing beside ingest (no run is due within the benchmark, none
 # is scored), so the figure holds receivers, inserts and merges alone. With assembly beside it,
 # the spans stored in a slow run meet more assembly and scoring (they begin after the quiet
@@ -288,8 +292,8 @@ def bench_ingest(
                 thread.join()
             acked = time.perf_counter()
             clients_cpu = time.process_time() - clients_cpu_before
-            while health(info["http"])["stored_spans"] < total:
-                time.sleep(POLL_S)
+            while (left := total - health(info["http"])["stored_spans"]) > 0:
+                time.sleep(POLL_S if left <= SEGMENT_SPANS else SLOW_POLL_S)
             stored = time.perf_counter()
             cpu_stored = _cpu_seconds(process.pid) - cpu_before
             threads_after = _thread_cpu(process.pid)
@@ -297,7 +301,7 @@ def bench_ingest(
             load_at_stored = os.getloadavg()[0]
             # Assembly runs beside ingestion; the last runs wait out the quiet period.
             while not ingest_only and health(info["http"])["pending_traces"] > 0:
-                time.sleep(POLL_S)
+                time.sleep(SLOW_POLL_S / 2)
             assembled = time.perf_counter()
             cpu_assembled = _cpu_seconds(process.pid) - cpu_before
             channel.close()
