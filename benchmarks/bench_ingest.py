@@ -348,6 +348,8 @@ def main() -> None:
         help="no assembly or scoring beside ingest: the steadier figure of ingest's own cost",
     )
     args = parser.parse_args()
+    if args.ingest_only and args.config:
+        parser.error("--ingest-only brings its own config; give one or the other")
     figures = bench_ingest(
         args.requests,
         args.clients,
