@@ -144,6 +144,51 @@ def wait_ready(store: Path, process: subprocess.Popen[bytes], timeout_s: float =
     raise SystemExit(f"agenttrail serve did not start within {timeout_s:.0f} s")
 
 
+# serve's threads by what they do, from their names (/proc/<pid>/task/*/comm): Python 3.11 does
+# not name its threads, so every Python thread carries the process's name.
+THREAD_GROUPS = {
+    "QueryPipelineEx": "engine queries",
+    "QueryPullPipeEx": "engine queries",
+    "ThreadPool": "engine queries",  # the global pool the query pipelines run on
+    "QueryCompPipeEx": "engine queries",
+    "Unknown": "engine queries",  # pool threads between jobs' names (the insert's squashing, writing)
+    "MergeMutate": "merges",
+    "event_engine": "gRPC",
+    "grpc_global_tim": "gRPC",
+}
+# Exited threads' CPU is in the process's total but in no task: it is reported as "exited".
+GROUP_ORDER = ("python", "engine queries", "merges", "gRPC", "engine other", "exited")
+# How often the benchmark asks serve for its counters. Each /healthz (as /livez: uvicorn's and
+# Starlette's own work) costs serve 1.1-1.5 ms of CPU, so polling every 10 ms took ~10% of a core
+# from what it measures, and more the longer a slow run lasted. So: every 0.25 s until at most a
+# segment's spans are left to store, then every 20 ms (the stored count moves a segment at a time).
+POLL_S = 0.02
+SLOW_POLL_S = 0.25
+SEGMENT_SPANS = 50_000  # the writer's batch_max_spans
+# `--ingest-only`: serve with nothing beside ingest (no run is due within the benchmark, none
+# is scored), so the figure holds receivers, inserts and merges alone. With assembly beside it,
+# the spans stored in a slow run meet more assembly and scoring (they begin after the quiet
+# period), which slows the run further: that work is why two runs differ by up to a factor 6.
+INGEST_ONLY_CONFIG = "quiet_period_s: 86400\nevaluators:\n  sample_rate: 0\n"
+
+
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """serve's CPU seconds so far by thread group (GROUP_ORDER), exited threads included."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    groups = dict.fromkeys(GROUP_ORDER, 0.0)
+    process_name = Path(f"/proc/{pid}/comm").read_text().strip()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name, rest = (task / "stat").read_text().split(" (", 1)[1].rsplit(")", 1)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended meanwhile
+        fields = rest.split()
+        group = "python" if name == process_name else THREAD_GROUPS.get(name, "engine other")
+        groups[group] += (int(fields[11]) + int(fields[12])) / ticks
+    groups["exited"] = max(0.0, _cpu_seconds(pid) - sum(groups.values()))
+    return groups
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc): figures on a shared machine
     are compared per CPU-second, which other load does not change as much as wall time."""
@@ -157,16 +202,25 @@ def bench_ingest(
     *,
     config_file: str | None = None,
     after_stored: Callable[[dict[str, str]], None] | None = None,
-) -> dict[str, float]:
+    serve_python: str = sys.executable,
+    ingest_only: bool = False,
+) -> dict[str, Any]:
     """Persisted spans/s; `config_file` configures the sidecar, `after_stored` runs (given the
-    sidecar's addresses) once every span is stored, before the sidecar stops."""
+    sidecar's addresses) once every span is stored, before the sidecar stops; `serve_python`
+    runs serve (another checkout's venv: the same clients against another version);
+    `ingest_only` keeps assembly and scoring out (INGEST_ONLY_CONFIG) and does not wait for runs."""
     bodies = [agent_request(i) for i in range(requests)]
     total = requests * SPANS_PER_REQUEST
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-") as tmp:
         store = Path(tmp) / "store"
+        if ingest_only:
+            if config_file:
+                raise SystemExit("--ingest-only brings its own config; give one or the other")
+            config_file = str(Path(tmp) / "ingest-only.yaml")
+            Path(config_file).write_text(INGEST_ONLY_CONFIG)
         process = subprocess.Popen(
             [
-                sys.executable,
+                serve_python,
                 "-c",
                 "from agenttrail.evaluators.cli.entry import main; main()",
                 "--log-level",
@@ -195,7 +249,7 @@ def bench_ingest(
             )
             export(bodies[0], timeout=60)  # warm-up: connection, first insert
             while health(info["http"])["stored_spans"] < SPANS_PER_REQUEST:
-                time.sleep(0.05)
+                time.sleep(POLL_S)
             queue = list(range(1, requests))
             lock = threading.Lock()
             ack_latencies: list[float] = []
@@ -226,7 +280,10 @@ def bench_ingest(
                             time.sleep(0.1)
                     ack_latencies.append(time.perf_counter() - sent)
 
+            load_at_start = os.getloadavg()[0]
             cpu_before = _cpu_seconds(process.pid)
+            threads_before = _thread_cpu(process.pid)
+            clients_cpu_before = time.process_time()
             started = time.perf_counter()
             threads = [threading.Thread(target=client) for _ in range(clients)]
             for thread in threads:
@@ -234,14 +291,19 @@ def bench_ingest(
             for thread in threads:
                 thread.join()
             acked = time.perf_counter()
-            while health(info["http"])["stored_spans"] < total:
-                time.sleep(0.01)
+            clients_cpu = time.process_time() - clients_cpu_before
+            while (left := total - health(info["http"])["stored_spans"]) > 0:
+                time.sleep(POLL_S if left <= SEGMENT_SPANS else SLOW_POLL_S)
             stored = time.perf_counter()
             cpu_stored = _cpu_seconds(process.pid) - cpu_before
+            threads_after = _thread_cpu(process.pid)
+            by_thread = {group: threads_after[group] - threads_before[group] for group in GROUP_ORDER}
+            load_at_stored = os.getloadavg()[0]
             # Assembly runs beside ingestion; the last runs wait out the quiet period.
-            while health(info["http"])["pending_traces"] > 0:
-                time.sleep(0.05)
+            while not ingest_only and health(info["http"])["pending_traces"] > 0:
+                time.sleep(SLOW_POLL_S / 2)
             assembled = time.perf_counter()
+            cpu_assembled = _cpu_seconds(process.pid) - cpu_before
             channel.close()
             if after_stored is not None:
                 after_stored(info)
@@ -261,6 +323,12 @@ def bench_ingest(
         "ack_p50_ms": ack_latencies[len(ack_latencies) // 2] * 1000,
         "ack_p99_ms": ack_latencies[int(len(ack_latencies) * 0.99)] * 1000,
         "refused_requests": refusals[0],
+        "clients_cpu_s": clients_cpu,
+        "sidecar_us_per_span": cpu_stored / sent_spans * 1e6,
+        "sidecar_us_per_span_assembled": cpu_assembled / sent_spans * 1e6,
+        "sidecar_cpu_by_thread": by_thread,
+        "load_at_start": load_at_start,
+        "load_at_stored": load_at_stored,
     }
 
 
@@ -269,8 +337,26 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="requests of 512 spans to send")
     parser.add_argument("--clients", type=int, default=4, help="concurrent gRPC client threads")
     parser.add_argument("--config", help="the sidecar's config file (e.g. to compare batch_max_spans)")
+    parser.add_argument(
+        "--serve-python",
+        default=sys.executable,
+        help="the Python that runs serve, e.g. another checkout's .venv/bin/python (A/B, same clients)",
+    )
+    parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="no assembly or scoring beside ingest: the steadier figure of ingest's own cost",
+    )
     args = parser.parse_args()
-    figures = bench_ingest(args.requests, args.clients, config_file=args.config)
+    if args.ingest_only and args.config:
+        parser.error("--ingest-only brings its own config; give one or the other")
+    figures = bench_ingest(
+        args.requests,
+        args.clients,
+        config_file=args.config,
+        serve_python=args.serve_python,
+        ingest_only=args.ingest_only,
+    )
     print(
         f"collector ingest (OTLP/gRPC, {SPANS_PER_REQUEST}-span requests, {args.clients} clients, "
         f"{figures['spans']:.0f} spans):"
@@ -287,9 +373,21 @@ def main() -> None:
         f"  ack latency per request: p50 {figures['ack_p50_ms']:.1f} ms, p99 {figures['ack_p99_ms']:.1f} ms "
         f"(retries included; {figures['refused_requests']:.0f} refusals resent)"
     )
+    if not args.ingest_only:
+        print(
+            f"  runs assembled into trajectories: {figures['assembled_runs_per_s']:,.0f} runs/s, the last "
+            f"{figures['assembly_lag_s']:.1f} s after the last span was stored (quiet period included)"
+        )
+    by_thread = figures["sidecar_cpu_by_thread"]
     print(
-        f"  runs assembled into trajectories: {figures['assembled_runs_per_s']:,.0f} runs/s, the last "
-        f"{figures['assembly_lag_s']:.1f} s after the last span was stored (quiet period included)"
+        f"  sidecar CPU per stored span: {figures['sidecar_us_per_span']:.1f} µs until stored "
+        + ("" if args.ingest_only else f"({figures['sidecar_us_per_span_assembled']:.1f} µs until assembled)")
+        + "; until stored by thread: "
+        + ", ".join(f"{group} {by_thread[group]:.2f} s" for group in GROUP_ORDER)
+    )
+    print(
+        f"  the clients' own CPU while sending: {figures['clients_cpu_s']:.1f} s; load average "
+        f"{figures['load_at_start']:.1f} at the start, {figures['load_at_stored']:.1f} when stored"
     )
 
 
