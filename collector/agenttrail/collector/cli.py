@@ -321,11 +321,14 @@ def make_cli(wiring: Wiring) -> LazyGroup:
     )
     @click.option(
         "--log-level",
-        default="INFO",
+        default="info",
         envvar="AGENTTRAIL_LOG_LEVEL",
         show_default=True,
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        show_envvar=True,
+        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     )
+    # The installed distribution's version (importlib.metadata, read only when asked).
+    @click.version_option(package_name="agenttrail", prog_name="agenttrail", message="%(prog)s %(version)s")
     def group(log_level: str) -> None:
         """agenttrail: trace LLM agents with OpenTelemetry, rebuild their trajectories, evaluate them."""
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -422,6 +425,9 @@ def serve(config_file: str | None, **options: Any) -> None:
         f"OTLP/HTTP {sidecar.http.address if sidecar.http else '-'}  (Ctrl-C to stop)",
         err=True,
     )
+    if sidecar.http is not None:
+        for what, path in sidecar.announced:
+            click.echo(f"  {what}: http://{sidecar.http.address}{path}", err=True)
     exit_code = 0
     while not stop.wait(1.0):
         if reload.is_set():
