@@ -150,6 +150,30 @@ def test_run_page_says_when_a_trace_has_more_spans_than_it_shows(page: Any, cons
     shoot(page, "run-more-spans", full_page=False)
 
 
+def test_durations_under_a_millisecond_read_in_microseconds(page: Any, console: Console) -> None:
+    """The run page shows a sub-millisecond run's latency, its latency score and its tool calls in
+    the unit that fits, as the CLI does ("850 us"), never "0 ms" or a bare 0.001."""
+    from agenttrail.collector.durations import format_duration
+
+    trace, latency_s = _one(console.store, (
+        "SELECT TraceId, LatencyS FROM trajectories FINAL WHERE IsDeleted = 0 AND LatencyS < 0.001 "
+        "AND ToolCount > 0 ORDER BY LatencyS LIMIT 1"
+    ))  # fmt: skip
+    page.goto(f"{console.url}/runs/{trace}")
+    shown = page.locator("dt", has_text="Latency").locator("xpath=following-sibling::dd[1]").inner_text()
+    assert shown == format_duration(latency_s)
+    assert shown.endswith(" us")
+    latency_score = page.locator("table.scores tr").filter(
+        has=page.locator("code", has_text=re.compile("^latency$"))
+    )
+    assert latency_score.locator("td.num").inner_text() == format_duration(latency_s)
+    text = page.locator("main").inner_text()
+    assert not re.search(r"(?<![\d.])0(\.0+)? ms", text), text
+    shoot(page, "run-sub-millisecond")
+    page.goto(f"{console.url}/runs")
+    assert not re.search(r"(?<![\d.])0(\.0+)? ms", page.locator("#run-rows").inner_text())
+
+
 def _fired_rules(store: Any) -> list[str]:
     """Rules whose alert went to firing during the demo (which ones depends on the machine's pace)."""
     rows = store.query(
