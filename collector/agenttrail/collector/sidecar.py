@@ -46,6 +46,12 @@ def ensure_writable(directory: Path, what: str, option: str) -> None:
     and what to do: a read-only mount or missing permission would otherwise surface as a raw
     OSError from deep inside the lock, the spool or chDB."""
     probe = directory / f".agenttrail-write-probe-{os.getpid()}"
+    existing = next((path for path in (directory, *directory.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():  # no mount or permission would help
+        raise ConfigError(
+            f"cannot use {directory} as the {what}: {existing} is a file, not a directory. "
+            f"Choose another directory with {option}"
+        )
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"")
