@@ -72,6 +72,11 @@ def test_ids_as_tables_print_them_are_accepted_everywhere(two_runs: tuple[list[s
         decisions = [json.loads(line) for line in audit.output.splitlines()]
         assert decisions
         assert {d["trace_id"] for d in decisions} == {full}
+        # The table's first column is the run's agent span, headed as such (not "run", which
+        # read as the trace id just given and printed something else).
+        audit_table = run("audit", short, *where).output.splitlines()
+        assert audit_table[0].split()[:3] == ["root", "span", "rev"]
+        assert {line.split()[0] for line in audit_table[2:]} == {d["root_span_id"] for d in decisions}
     ambiguous = run("trajectories", *where, "--trace", "deadbeef")
     assert ambiguous.exit_code == 2
     assert "is the start of 2 trace ids" in ambiguous.output
