@@ -177,8 +177,17 @@ class SidecarApi:
                 raise click.BadParameter(str(detail)) from exc
             if exc.code == 422:  # the sidecar refused a file the user gave it (e.g. its config)
                 raise BadInput(str(detail)) from exc
+            hint = ""
+            if exc.code == 401:  # read commands have no token option: say where theirs comes from
+                hint = (
+                    "; give this command serve's token in AGENTTRAIL_BEARER_TOKEN (or bearer_token "
+                    "under collector: in its --config file)"
+                    if not self.token
+                    else "; the token this command sent (AGENTTRAIL_BEARER_TOKEN or collector.bearer_token) "
+                    "is not serve's"
+                )
             raise click.ClickException(
-                f"the sidecar at {self.base_url} answered {exc.code}: {detail}"
+                f"the sidecar at {self.base_url} answered {exc.code}: {detail}{hint}"
             ) from exc
         except urllib.error.URLError as exc:
             raise NoStore(
@@ -393,7 +402,9 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 @store_options
 @_setting_options
 def serve(config_file: str | None, **options: Any) -> None:
-    """Run the collector: OTLP receivers, span storage, trajectory assembly."""
+    """Run the sidecar: OTLP receivers, span storage, trajectory assembly, with (in `agenttrail`)
+    online scoring, judges, drift, alerts, and on the HTTP port /metrics, the web console
+    (/console/) and MCP (/mcp/). Prints its addresses once it listens."""
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
     # The receivers' work is short bursts of Python among long-running background threads
     # (evaluator, metrics feed): each hand-over of the GIL to a receiver waits up to this interval
