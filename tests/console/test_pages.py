@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from trajectory_rows import agent_run, store_runs
 
-from console.harness import Console, shoot
+from console.harness import TOKEN, Console, shoot
 
 # The first test also waits for the session's demo run (a minute or two on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -224,6 +225,54 @@ def test_following_an_alert_leads_to_its_failed_runs(page: Any, console: Console
     assert all("failed" in text for text in texts)
     assert any("1.1" in text for text in texts)
     shoot(page, "alert-runs")
+
+
+def test_alerts_page_says_when_no_rule_is_configured(page: Any, console: Console, chdb_dir: Path) -> None:
+    """A sidecar without `alerts:` rules: the Alerts page says none is configured and where to add
+    them, not only "No alert has fired yet.", which reads as if alerting were set up."""
+    import socket
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from agenttrail.collector.store import Store, parse_store
+    from agenttrail.evaluators.console import ConsoleSettings, create_app
+
+    app = Starlette(
+        routes=[
+            Mount(
+                "/console",
+                create_app(
+                    lambda: Store(parse_store(str(chdb_dir), "agenttrail")),
+                    ConsoleSettings(bearer_token=TOKEN),
+                ),
+            )
+        ]
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "the console did not start within 30 s"
+            time.sleep(0.05)
+        page.goto(f"http://127.0.0.1:{sock.getsockname()[1]}/console/alerts")
+        note = page.locator("#no-rules").inner_text()
+        assert "No alert rules are configured" in note
+        assert "alerts:" in note
+        assert "kind. The states below" in note  # the demo's store holds alert states
+        shoot(page, "alerts-no-rules", full_page=False)
+        page.goto(f"{console.url}/alerts")  # the demo's sidecar has rules: listed, no such note
+        assert page.locator("#no-rules").count() == 0
+        assert page.locator("ul.rules li").count() > 0
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def test_drift_compare_and_references_pages_render(page: Any, console: Console) -> None:
