@@ -46,6 +46,7 @@ def refund_run(trace: str, root: str, *, failed: bool = False) -> list[Any]:
             attributes={
                 "agenttrail.task": "refund",
                 "gen_ai.conversation.id": "conv-1",
+                "gen_ai.agent.version": "2.4",
                 "input.value": json.dumps({"question": "refund order 7"}),
                 "output.value": "Refunded.",
             },
@@ -73,6 +74,7 @@ def test_get_run_returns_the_trajectory_and_its_scores(api: Any) -> None:
     assert json.loads(run.input_json) == {"question": "refund order 7"}
     assert json.loads(run.output_json) == "Refunded."
     assert run.revision >= 1
+    assert run.agent_version == "2.4"
     assert [call.name for call in run.tool_calls] == ["lookup", "refund"]
     lookup, refund = run.tool_calls
     assert json.loads(lookup.input_json) == {"id": 7}

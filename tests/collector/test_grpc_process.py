@@ -10,6 +10,8 @@ import signal
 import socket
 import threading
 import time
+from multiprocessing import get_context
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from tls_certs import self_signed
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.api.v1.evaluation_pb2_grpc import EvaluationServiceStub
 from agenttrail.collector.errors import ConfigError
-from agenttrail.collector.grpc_process import RECEIVER_SPOOL, adopt_leftovers
+from agenttrail.collector.grpc_process import RECEIVER_SPOOL, _running, adopt_leftovers
 from agenttrail.collector.spool import Spool
 from agenttrail.instrumentation import agent, tool
 
@@ -148,13 +150,26 @@ def test_killed_receiver_process_loses_nothing_acknowledged(start_sidecar: Any) 
         grpc_export(address, one_span(trace, name))
     first = sidecar.grpc_process._process
     os.kill(first.pid, signal.SIGKILL)
-    first.join(30)
+    wait([first.sentinel], 30)  # not join(): the sidecar's listener reaps it
     assert "grpc receiver" in sidecar.dead_workers() or sidecar.grpc_process._process is not first
     wait_for(lambda: sidecar.grpc_process.restarts == 1 and sidecar.grpc_process.alive())
     assert sidecar.grpc_address == address
     wait_for(lambda: sidecar.pipeline.counters.stored_spans >= len(names))  # the writer took them over
     grpc_export(address, one_span(trace, "after"))
     assert stored_names(sidecar, trace) == sorted([*names, "after"])
+
+
+def test_a_process_reaped_by_another_thread_reads_as_ended() -> None:
+    """serve's listener joins the receiver process while health checks ask whether it runs; when
+    the other waiter reaps it first, `is_alive()` is told "no such child" and says it runs."""
+    process = get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
+    process.start()
+    assert process.pid is not None
+    assert _running(process)
+    os.kill(process.pid, signal.SIGKILL)
+    os.waitpid(process.pid, 0)  # the other thread's reap
+    assert process.is_alive()  # the race this guards against: multiprocessing cannot tell
+    assert not _running(process)
 
 
 def test_graceful_stop_stores_everything_acknowledged(start_sidecar: Any, store: Any) -> None:

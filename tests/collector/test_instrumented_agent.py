@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from receiver_clients import sdk_exporting_to
 
 from agenttrail.collector.queries import TrajectoryFilter, query_trajectories
+from agenttrail.collector.runs import AgentRun
 from agenttrail.instrumentation import agent, set_output, set_task, tool
 
 
@@ -41,7 +42,7 @@ def helper_agent(topic: str) -> str:
     return asyncio.run(fetch_policy(topic))
 
 
-@agent(name="support")
+@agent(name="support", version="3.1")
 def support(question: str, order_id: int) -> str:
     set_task("refund")
     lookup(order_id)
@@ -78,6 +79,8 @@ def test_decorated_agent_round_trip(exported_to: tuple[Any, TracerProvider]) -> 
     [run] = query_trajectories(sidecar.store, TrajectoryFilter(agent="support"))
     assert (run["task"], run["failure"], run["output"]) == ("refund", 0, "escalated")
     assert run["input"] == {"question": "where is my refund?", "order_id": 42}
+    assert run["agent_version"] == "3.1"
+    assert AgentRun.from_json(run).agent_version == "3.1"  # `--format json` read back keeps it
     calls = run["tool_calls"]
     assert [(c["name"], c["agent"], c["status"]) for c in calls] == [
         ("lookup", "support", "ok"),
@@ -91,5 +94,5 @@ def test_decorated_agent_round_trip(exported_to: tuple[Any, TracerProvider]) -> 
     assert "sk-secret-123" not in str(calls[2]["input"])
 
     [failed] = query_trajectories(sidecar.store, TrajectoryFilter(agent="async-support"))
-    assert (failed["failure"], failed["error_type"]) == (1, "DeclinedError")
+    assert (failed["failure"], failed["error_type"], failed["agent_version"]) == (1, "DeclinedError", "")
     assert [c["name"] for c in failed["tool_calls"]] == ["lookup", "fetch_policy"]

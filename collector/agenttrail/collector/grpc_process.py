@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Collection
 from dataclasses import replace
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,7 +192,7 @@ class GrpcReceiverProcess:
             self.stats = message[1]
 
     def alive(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        return self._process is not None and _running(self._process)
 
     def flush(self, timeout_s: float = 30.0) -> bool:
         """Wait until what the process acknowledged so far is handed to the writer: a report made
@@ -222,13 +223,21 @@ class GrpcReceiverProcess:
         """Stop taking requests (in-flight ones finish), hand over what is spooled, end the process."""
         self._stopping = True
         process = self._process
-        if process is not None and process.is_alive():
+        if process is not None and _running(process):
             process.terminate()  # SIGTERM: the process stops its server in order
         if self._listener is not None:
             self._listener.join(timeout_s)
-        if process is not None and process.is_alive():
+        if process is not None and _running(process):
             log.warning("the gRPC receiver process did not stop within %.0f s; killing it", timeout_s)
             process.kill()
             process.join(10)
             if self._listener is not None:
                 self._listener.join(10)
+
+
+def _running(process: multiprocessing.process.BaseProcess) -> bool:
+    """Whether the process still runs, without reaping it. `is_alive()` calls waitpid: run beside
+    the listener's `join`, one of the two reaps the child and the other, if it asks between that
+    and the exit code being recorded, is told "no such child" and reads the dead process as alive.
+    The sentinel becomes readable when the process ends and stays so."""
+    return not wait([process.sentinel], 0)

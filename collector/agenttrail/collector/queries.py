@@ -115,7 +115,7 @@ class TrajectoryFilter:
 # What `trajectory_to_json` reads, in its order (shared with the judge worker's queue).
 TRAJECTORY_JSON_COLUMNS = """TraceId, Agent, Task, ConversationId, toUnixTimestamp64Micro(Start), LatencyS,
 Failure, ErrorType, Input, Output, ToolCalls, RootSpanId, InputTokens, OutputTokens, Revision,
-AvailableTools, Incomplete"""
+AvailableTools, Incomplete, AgentVersion"""
 
 
 def query_trajectories(store: Store, where: TrajectoryFilter) -> list[dict[str, Any]]:
@@ -160,4 +160,5 @@ def trajectory_to_json(row: tuple[Any, ...]) -> dict[str, Any]:
         "available_tools": json.loads(row[15]) if row[15] else [],
         # the run's root span never arrived: an agent span that never ended, closed by the quiet period
         "incomplete": bool(row[16]),
+        "agent_version": row[17],  # the agent span's gen_ai.agent.version; "" without one
     }

@@ -161,7 +161,7 @@ class AgentRun:
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> AgentRun:
         """A run as `agenttrail trajectories --format json` prints it (`queries.trajectory_to_json`)
-        read back. That form does not carry the agent id and version, the service, the model or the
+        read back. That form does not carry the agent id, the service, the model or the
         span count (left empty), the start below the microsecond, or the calls' start and end."""
         start = document.get("start")
         start_ns = 0
@@ -175,7 +175,7 @@ class AgentRun:
             root_span_id=str(document.get("root_span_id") or ""),
             agent=str(document.get("agent") or ""),
             agent_id="",
-            agent_version="",
+            agent_version=str(document.get("agent_version") or ""),
             task=str(document.get("task") or ""),
             conversation_id=str(document.get("conversation_id") or ""),
             service_name="",

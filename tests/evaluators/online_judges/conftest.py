@@ -61,6 +61,7 @@ def add_runs(judges_store: Any) -> Callable[..., list[str]]:
         revision: int = 1,
         roots: dict[str, str] | None = None,
         tools: list[dict[str, Any]] | None = None,  # the run's available tools
+        version: str = "",  # the agent's version (gen_ai.agent.version)
     ) -> list[str]:
         ids = traces or [new_trace_id() for _ in range(count)]
         at = time.time() - age_s
@@ -70,6 +71,7 @@ def add_runs(judges_store: Any) -> Callable[..., list[str]]:
                 trace_id=trace,
                 root_span_id=(roots or {}).get(trace) or new_span_id(),
                 agent=agent,
+                agent_version=version,
                 task=task,
                 conversation_id=conversation,
                 latency_s=0.5,

@@ -45,6 +45,18 @@ def test_judged_runs_are_stored_with_usage(
     assert len(llm.chat_requests()) == 3, "decided runs are not judged again"
 
 
+def test_judged_scores_carry_the_runs_agent_version(
+    judges_store: Any, add_runs: Any, make_judge: Any
+) -> None:
+    """A judge's score row keeps the judged run's agent version, as the evaluator's do, so drift
+    against a version reads it from the scores; a run without one stores "" (known: none)."""
+    [v2] = add_runs(version="2.0")
+    [none] = add_runs()
+    drain(JudgeWorker(judges_store.clone, [make_judge("helpful")]))
+    rows = judges_store.query("SELECT TraceId, AgentVersion FROM scores WHERE Metric = 'helpful'")
+    assert dict(rows) == {v2: "2.0", none: ""}
+
+
 def test_sampling_is_shared_between_judges(
     judges_store: Any, add_runs: Any, make_judge: Any, decisions_of: Any
 ) -> None:

@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"agenttrail/api/v1/evaluation.proto\x12\x11\x61genttrail.api.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x01\n\x08ToolCall\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\ninput_json\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x0boutput_json\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x31\n\x06status\x18\x04 \x01(\x0e\x32!.agenttrail.api.v1.ToolCallStatus\x12\x12\n\nerror_type\x18\x05 \x01(\t\x12\x12\n\nlatency_ms\x18\x06 \x01(\x01\x12\x0f\n\x07span_id\x18\x07 \x01(\t\x12\r\n\x05\x61gent\x18\x08 \x01(\tB\r\n\x0b_input_jsonB\x0e\n\x0c_output_json\"\xb3\x03\n\nTrajectory\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x14\n\x0croot_span_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0c\n\x04task\x18\x04 \x01(\t\x12\x17\n\x0f\x63onversation_id\x18\x05 \x01(\t\x12)\n\x05start\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\tlatency_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07\x66\x61ilure\x18\x08 \x01(\x08H\x01\x88\x01\x01\x12\x12\n\nerror_type\x18\t \x01(\t\x12\x17\n\ninput_json\x18\n \x01(\tH\x02\x88\x01\x01\x12\x18\n\x0boutput_json\x18\x0b \x01(\tH\x03\x88\x01\x01\x12/\n\ntool_calls\x18\x0c \x03(\x0b\x32\x1b.agenttrail.api.v1.ToolCall\x12\x14\n\x0cinput_tokens\x18\r \x01(\x04\x12\x15\n\routput_tokens\x18\x0e \x01(\x04\x12\x10\n\x08revision\x18\x0f \x01(\rB\x0c\n\n_latency_sB\n\n\x08_failureB\r\n\x0b_input_jsonB\x0e\n\x0c_output_json\"\x98\x02\n\tReference\x12\x0c\n\x04task\x18\x01 \x01(\t\x12/\n\ntool_calls\x18\x02 \x03(\x0b\x32\x1b.agenttrail.api.v1.ToolCall\x12#\n\x16\x65xpected_response_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07metrics\x18\x04 \x03(\t\x12:\n\x07options\x18\x05 \x03(\x0b\x32).agenttrail.api.v1.Reference.OptionsEntry\x12\x0f\n\x07version\x18\x06 \x01(\r\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x19\n\x17_expected_response_json\"\xca\x02\n\x10\x45valuationResult\x12\x0e\n\x06metric\x18\x01 \x01(\t\x12\x12\n\x05score\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05label\x18\x03 \x01(\t\x12\x13\n\x0b\x65xplanation\x18\x04 \x01(\t\x12\x11\n\tevaluator\x18\x05 \x01(\t\x12\x19\n\x11\x65valuator_version\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\t \x01(\t\x12\x15\n\rprompt_tokens\x18\n \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x0b \x01(\x04\x12\x0c\n\x04\x63ost\x18\x0c \x01(\x01\x12\x14\n\x0c\x64\x65tails_json\x18\r \x01(\t\x12\x12\n\nlatency_ms\x18\x0e \x01(\rB\x08\n\x06_score\"\xdd\x01\n\x05Score\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x14\n\x0croot_span_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0c\n\x04task\x18\x04 \x01(\t\x12-\n\trun_start\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08revision\x18\x06 \x01(\r\x12\x19\n\x11reference_version\x18\x07 \x01(\r\x12\x33\n\x06result\x18\x08 \x01(\x0b\x32#.agenttrail.api.v1.EvaluationResult\"F\n\tJudgeSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\ndefinition\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"d\n\rAvailableTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1c\n\x0fparameters_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x12\n\x10_parameters_json\"\x84\x02\n\x0f\x45valuateRequest\x12\x31\n\ntrajectory\x18\x01 \x01(\x0b\x32\x1d.agenttrail.api.v1.Trajectory\x12/\n\treference\x18\x02 \x01(\x0b\x32\x1c.agenttrail.api.v1.Reference\x12\x0f\n\x07metrics\x18\x03 \x03(\t\x12,\n\x06judges\x18\x04 \x03(\x0b\x32\x1c.agenttrail.api.v1.JudgeSpec\x12\x39\n\x0f\x61vailable_tools\x18\x05 \x03(\x0b\x32 .agenttrail.api.v1.AvailableTool\x12\x13\n\x0bscreenshots\x18\x06 \x03(\t\"y\n\x10\x45valuateResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.agenttrail.api.v1.EvaluationResult\x12/\n\treference\x18\x02 \x01(\x0b\x32\x1c.agenttrail.api.v1.Reference\"7\n\rGetRunRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x14\n\x0croot_span_id\x18\x02 \x01(\t\"m\n\x0eGetRunResponse\x12\x31\n\ntrajectory\x18\x01 \x01(\x0b\x32\x1d.agenttrail.api.v1.Trajectory\x12(\n\x06scores\x18\x02 \x03(\x0b\x32\x18.agenttrail.api.v1.Score\"\xcf\x01\n\x11ListScoresRequest\x12)\n\x05since\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0c\n\x04task\x18\x04 \x01(\t\x12\x0e\n\x06metric\x18\x05 \x01(\t\x12\x10\n\x08trace_id\x18\x06 \x01(\t\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\"W\n\x12ListScoresResponse\x12(\n\x06scores\x18\x01 \x03(\x0b\x32\x18.agenttrail.api.v1.Score\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*g\n\x0eToolCallStatus\x12 \n\x1cTOOL_CALL_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_CALL_STATUS_OK\x10\x01\x12\x1a\n\x16TOOL_CALL_STATUS_ERROR\x10\x02\x32\x92\x02\n\x11\x45valuationService\x12S\n\x08\x45valuate\x12\".agenttrail.api.v1.EvaluateRequest\x1a#.agenttrail.api.v1.EvaluateResponse\x12M\n\x06GetRun\x12 .agenttrail.api.v1.GetRunRequest\x1a!.agenttrail.api.v1.GetRunResponse\x12Y\n\nListScores\x12$.agenttrail.api.v1.ListScoresRequest\x1a%.agenttrail.api.v1.ListScoresResponseB\x7f\n\x15\x64\x65v.agenttrail.api.v1B\x0f\x45valuationProtoP\x01Z?github.com/agenttrail/agenttrail/gen/go/agenttrail/api/v1;apiv1\xaa\x02\x11\x41gentTrail.Api.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"agenttrail/api/v1/evaluation.proto\x12\x11\x61genttrail.api.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe5\x01\n\x08ToolCall\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\ninput_json\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x0boutput_json\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x31\n\x06status\x18\x04 \x01(\x0e\x32!.agenttrail.api.v1.ToolCallStatus\x12\x12\n\nerror_type\x18\x05 \x01(\t\x12\x12\n\nlatency_ms\x18\x06 \x01(\x01\x12\x0f\n\x07span_id\x18\x07 \x01(\t\x12\r\n\x05\x61gent\x18\x08 \x01(\tB\r\n\x0b_input_jsonB\x0e\n\x0c_output_json\"\xca\x03\n\nTrajectory\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x14\n\x0croot_span_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0c\n\x04task\x18\x04 \x01(\t\x12\x17\n\x0f\x63onversation_id\x18\x05 \x01(\t\x12)\n\x05start\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\tlatency_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07\x66\x61ilure\x18\x08 \x01(\x08H\x01\x88\x01\x01\x12\x12\n\nerror_type\x18\t \x01(\t\x12\x17\n\ninput_json\x18\n \x01(\tH\x02\x88\x01\x01\x12\x18\n\x0boutput_json\x18\x0b \x01(\tH\x03\x88\x01\x01\x12/\n\ntool_calls\x18\x0c \x03(\x0b\x32\x1b.agenttrail.api.v1.ToolCall\x12\x14\n\x0cinput_tokens\x18\r \x01(\x04\x12\x15\n\routput_tokens\x18\x0e \x01(\x04\x12\x10\n\x08revision\x18\x0f \x01(\r\x12\x15\n\ragent_version\x18\x10 \x01(\tB\x0c\n\n_latency_sB\n\n\x08_failureB\r\n\x0b_input_jsonB\x0e\n\x0c_output_json\"\x98\x02\n\tReference\x12\x0c\n\x04task\x18\x01 \x01(\t\x12/\n\ntool_calls\x18\x02 \x03(\x0b\x32\x1b.agenttrail.api.v1.ToolCall\x12#\n\x16\x65xpected_response_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07metrics\x18\x04 \x03(\t\x12:\n\x07options\x18\x05 \x03(\x0b\x32).agenttrail.api.v1.Reference.OptionsEntry\x12\x0f\n\x07version\x18\x06 \x01(\r\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x19\n\x17_expected_response_json\"\xca\x02\n\x10\x45valuationResult\x12\x0e\n\x06metric\x18\x01 \x01(\t\x12\x12\n\x05score\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05label\x18\x03 \x01(\t\x12\x13\n\x0b\x65xplanation\x18\x04 \x01(\t\x12\x11\n\tevaluator\x18\x05 \x01(\t\x12\x19\n\x11\x65valuator_version\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05model\x18\t \x01(\t\x12\x15\n\rprompt_tokens\x18\n \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x0b \x01(\x04\x12\x0c\n\x04\x63ost\x18\x0c \x01(\x01\x12\x14\n\x0c\x64\x65tails_json\x18\r \x01(\t\x12\x12\n\nlatency_ms\x18\x0e \x01(\rB\x08\n\x06_score\"\xdd\x01\n\x05Score\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x14\n\x0croot_span_id\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0c\n\x04task\x18\x04 \x01(\t\x12-\n\trun_start\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08revision\x18\x06 \x01(\r\x12\x19\n\x11reference_version\x18\x07 \x01(\r\x12\x33\n\x06result\x18\x08 \x01(\x0b\x32#.agenttrail.api.v1.EvaluationResult\"F\n\tJudgeSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12+\n\ndefinition\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"d\n\rAvailableTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1c\n\x0fparameters_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x12\n\x10_parameters_json\"\x84\x02\n\x0f\x45valuateRequest\x12\x31\n\ntrajectory\x18\x01 \x01(\x0b\x32\x1d.agenttrail.api.v1.Trajectory\x12/\n\treference\x18\x02 \x01(\x0b\x32\x1c.agenttrail.api.v1.Reference\x12\x0f\n\x07metrics\x18\x03 \x03(\t\x12,\n\x06judges\x18\x04 \x03(\x0b\x32\x1c.agenttrail.api.v1.JudgeSpec\x12\x39\n\x0f\x61vailable_tools\x18\x05 \x03(\x0b\x32 .agenttrail.api.v1.AvailableTool\x12\x13\n\x0bscreenshots\x18\x06 \x03(\t\"y\n\x10\x45valuateResponse\x12\x34\n\x07results\x18\x01 \x03(\x0b\x32#.agenttrail.api.v1.EvaluationResult\x12/\n\treference\x18\x02 \x01(\x0b\x32\x1c.agenttrail.api.v1.Reference\"7\n\rGetRunRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x14\n\x0croot_span_id\x18\x02 \x01(\t\"m\n\x0eGetRunResponse\x12\x31\n\ntrajectory\x18\x01 \x01(\x0b\x32\x1d.agenttrail.api.v1.Trajectory\x12(\n\x06scores\x18\x02 \x03(\x0b\x32\x18.agenttrail.api.v1.Score\"\xcf\x01\n\x11ListScoresRequest\x12)\n\x05since\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x05until\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61gent\x18\x03 \x01(\t\x12\x0c\n\x04task\x18\x04 \x01(\t\x12\x0e\n\x06metric\x18\x05 \x01(\t\x12\x10\n\x08trace_id\x18\x06 \x01(\t\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\t\"W\n\x12ListScoresResponse\x12(\n\x06scores\x18\x01 \x03(\x0b\x32\x18.agenttrail.api.v1.Score\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*g\n\x0eToolCallStatus\x12 \n\x1cTOOL_CALL_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_CALL_STATUS_OK\x10\x01\x12\x1a\n\x16TOOL_CALL_STATUS_ERROR\x10\x02\x32\x92\x02\n\x11\x45valuationService\x12S\n\x08\x45valuate\x12\".agenttrail.api.v1.EvaluateRequest\x1a#.agenttrail.api.v1.EvaluateResponse\x12M\n\x06GetRun\x12 .agenttrail.api.v1.GetRunRequest\x1a!.agenttrail.api.v1.GetRunResponse\x12Y\n\nListScores\x12$.agenttrail.api.v1.ListScoresRequest\x1a%.agenttrail.api.v1.ListScoresResponseB\x7f\n\x15\x64\x65v.agenttrail.api.v1B\x0f\x45valuationProtoP\x01Z?github.com/agenttrail/agenttrail/gen/go/agenttrail/api/v1;apiv1\xaa\x02\x11\x41gentTrail.Api.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,36 +36,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\025dev.agenttrail.api.v1B\017EvaluationProtoP\001Z?github.com/agenttrail/agenttrail/gen/go/agenttrail/api/v1;apiv1\252\002\021AgentTrail.Api.V1'
   _globals['_REFERENCE_OPTIONSENTRY']._loaded_options = None
   _globals['_REFERENCE_OPTIONSENTRY']._serialized_options = b'8\001'
-  _globals['_TOOLCALLSTATUS']._serialized_start=2657
-  _globals['_TOOLCALLSTATUS']._serialized_end=2760
+  _globals['_TOOLCALLSTATUS']._serialized_start=2680
+  _globals['_TOOLCALLSTATUS']._serialized_end=2783
   _globals['_TOOLCALL']._serialized_start=121
   _globals['_TOOLCALL']._serialized_end=350
   _globals['_TRAJECTORY']._serialized_start=353
-  _globals['_TRAJECTORY']._serialized_end=788
-  _globals['_REFERENCE']._serialized_start=791
-  _globals['_REFERENCE']._serialized_end=1071
-  _globals['_REFERENCE_OPTIONSENTRY']._serialized_start=998
-  _globals['_REFERENCE_OPTIONSENTRY']._serialized_end=1044
-  _globals['_EVALUATIONRESULT']._serialized_start=1074
-  _globals['_EVALUATIONRESULT']._serialized_end=1404
-  _globals['_SCORE']._serialized_start=1407
-  _globals['_SCORE']._serialized_end=1628
-  _globals['_JUDGESPEC']._serialized_start=1630
-  _globals['_JUDGESPEC']._serialized_end=1700
-  _globals['_AVAILABLETOOL']._serialized_start=1702
-  _globals['_AVAILABLETOOL']._serialized_end=1802
-  _globals['_EVALUATEREQUEST']._serialized_start=1805
-  _globals['_EVALUATEREQUEST']._serialized_end=2065
-  _globals['_EVALUATERESPONSE']._serialized_start=2067
-  _globals['_EVALUATERESPONSE']._serialized_end=2188
-  _globals['_GETRUNREQUEST']._serialized_start=2190
-  _globals['_GETRUNREQUEST']._serialized_end=2245
-  _globals['_GETRUNRESPONSE']._serialized_start=2247
-  _globals['_GETRUNRESPONSE']._serialized_end=2356
-  _globals['_LISTSCORESREQUEST']._serialized_start=2359
-  _globals['_LISTSCORESREQUEST']._serialized_end=2566
-  _globals['_LISTSCORESRESPONSE']._serialized_start=2568
-  _globals['_LISTSCORESRESPONSE']._serialized_end=2655
-  _globals['_EVALUATIONSERVICE']._serialized_start=2763
-  _globals['_EVALUATIONSERVICE']._serialized_end=3037
+  _globals['_TRAJECTORY']._serialized_end=811
+  _globals['_REFERENCE']._serialized_start=814
+  _globals['_REFERENCE']._serialized_end=1094
+  _globals['_REFERENCE_OPTIONSENTRY']._serialized_start=1021
+  _globals['_REFERENCE_OPTIONSENTRY']._serialized_end=1067
+  _globals['_EVALUATIONRESULT']._serialized_start=1097
+  _globals['_EVALUATIONRESULT']._serialized_end=1427
+  _globals['_SCORE']._serialized_start=1430
+  _globals['_SCORE']._serialized_end=1651
+  _globals['_JUDGESPEC']._serialized_start=1653
+  _globals['_JUDGESPEC']._serialized_end=1723
+  _globals['_AVAILABLETOOL']._serialized_start=1725
+  _globals['_AVAILABLETOOL']._serialized_end=1825
+  _globals['_EVALUATEREQUEST']._serialized_start=1828
+  _globals['_EVALUATEREQUEST']._serialized_end=2088
+  _globals['_EVALUATERESPONSE']._serialized_start=2090
+  _globals['_EVALUATERESPONSE']._serialized_end=2211
+  _globals['_GETRUNREQUEST']._serialized_start=2213
+  _globals['_GETRUNREQUEST']._serialized_end=2268
+  _globals['_GETRUNRESPONSE']._serialized_start=2270
+  _globals['_GETRUNRESPONSE']._serialized_end=2379
+  _globals['_LISTSCORESREQUEST']._serialized_start=2382
+  _globals['_LISTSCORESREQUEST']._serialized_end=2589
+  _globals['_LISTSCORESRESPONSE']._serialized_start=2591
+  _globals['_LISTSCORESRESPONSE']._serialized_end=2678
+  _globals['_EVALUATIONSERVICE']._serialized_start=2786
+  _globals['_EVALUATIONSERVICE']._serialized_end=3060
 # @@protoc_insertion_point(module_scope)

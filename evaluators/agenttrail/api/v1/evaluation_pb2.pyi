@@ -41,7 +41,7 @@ class ToolCall(_message.Message):
     def __init__(self, name: _Optional[str] = ..., input_json: _Optional[str] = ..., output_json: _Optional[str] = ..., status: _Optional[_Union[ToolCallStatus, str]] = ..., error_type: _Optional[str] = ..., latency_ms: _Optional[float] = ..., span_id: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("trace_id", "root_span_id", "agent", "task", "conversation_id", "start", "latency_s", "failure", "error_type", "input_json", "output_json", "tool_calls", "input_tokens", "output_tokens", "revision")
+    __slots__ = ("trace_id", "root_span_id", "agent", "task", "conversation_id", "start", "latency_s", "failure", "error_type", "input_json", "output_json", "tool_calls", "input_tokens", "output_tokens", "revision", "agent_version")
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     ROOT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class Trajectory(_message.Message):
     INPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     root_span_id: str
     agent: str
@@ -72,7 +73,8 @@ class Trajectory(_message.Message):
     input_tokens: int
     output_tokens: int
     revision: int
-    def __init__(self, trace_id: _Optional[str] = ..., root_span_id: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[str] = ..., conversation_id: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., latency_s: _Optional[float] = ..., failure: _Optional[bool] = ..., error_type: _Optional[str] = ..., input_json: _Optional[str] = ..., output_json: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
+    agent_version: str
+    def __init__(self, trace_id: _Optional[str] = ..., root_span_id: _Optional[str] = ..., agent: _Optional[str] = ..., task: _Optional[str] = ..., conversation_id: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., latency_s: _Optional[float] = ..., failure: _Optional[bool] = ..., error_type: _Optional[str] = ..., input_json: _Optional[str] = ..., output_json: _Optional[str] = ..., tool_calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., revision: _Optional[int] = ..., agent_version: _Optional[str] = ...) -> None: ...
 
 class Reference(_message.Message):
     __slots__ = ("task", "tool_calls", "expected_response_json", "metrics", "options", "version")

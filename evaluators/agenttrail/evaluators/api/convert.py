@@ -148,6 +148,7 @@ def trajectory_message(run: Mapping[str, Any]) -> pb.Trajectory:
         input_tokens=run["input_tokens"],
         output_tokens=run["output_tokens"],
         revision=run["revision"],
+        agent_version=run.get("agent_version", ""),
     )
     set_json(message, "input_json", run["input"])
     set_json(message, "output_json", run["output"])

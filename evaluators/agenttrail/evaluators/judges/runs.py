@@ -172,6 +172,9 @@ def score_row(
         Task=run["task"],
         RunStart=_seconds(run["start"]),
         Revision=run["revision"],
+        # the judged revision's, as the evaluator writes it; None (unknown, drift looks it up by
+        # trace) for runs that come without one (an older caller's JSON)
+        AgentVersion=run.get("agent_version"),
         ReferenceVersion=reference_version,
         Error=result.error,
         CreatedAt=stamp,

@@ -43,8 +43,8 @@ copy's rows of the runs it keeps.
 
 A version's drift asks, for every score of its windows, whether the score's run is of that
 agent version now. Migration 122 carries the run's `AgentVersion` on the scores' rollup rows:
-the evaluator writes the scored revision's version with its scores (`scores.AgentVersion`,
-NULL from writers that do not know it: judges), and the scores' view copies it; the
+the evaluator and the judges write the scored revision's version with their scores
+(`scores.AgentVersion`, NULL from writers that do not know it), and the scores' view copies it; the
 migration fills the rows stored before from their runs' latest rows. A score's version is
 the version of the revision it scored, and stays right as long as the
 run is not stored again: `runs_revised` (a view on `trajectories`, no look-up: every row with
