@@ -72,3 +72,13 @@ def test_serve_sets_the_switch_interval_it_is_given(tmp_path: Path, monkeypatch:
     result = CliRunner().invoke(cli, ["serve", "--store", str(store)])
     assert result.exit_code != 0
     assert (given, nice) == ([0.0007, 0.001], [4, 0])
+
+
+def test_version_prints_the_installed_distributions_version() -> None:
+    """`agenttrail --version` answers with the installed package's version (a platform engineer's
+    first question, and what a bug report needs)."""
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == f"agenttrail {version('agenttrail')}"

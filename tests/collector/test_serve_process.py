@@ -138,6 +138,15 @@ def test_one_serve_per_store_and_reads_while_serving(
     assert second.returncode != 0
     assert f"in use by agenttrail serve (pid {serve.pid}" in second.stderr
 
+    # Another store on the first serve's gRPC port: refused (gRPC's default SO_REUSEPORT let it
+    # bind too, and the kernel split the clients' spans between the two stores).
+    same_port = run_cli(
+        "serve", "--store", str(tmp_path / "other"), "--grpc", info["grpc"], "--http", "127.0.0.1:0"
+    )
+    assert same_port.returncode == 3, same_port.stderr
+    assert f"cannot listen for OTLP/gRPC on {info['grpc']}" in same_port.stderr
+    assert "--grpc" in same_port.stderr
+
     trace, root = new_trace_id(), new_span_id()
     export(
         info["grpc"],

@@ -57,13 +57,19 @@ def test_a_read_only_store_directory_is_a_clear_error(read_only_dir: Path, store
 
 
 def test_a_store_path_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
-    """A regular file where the store directory should be: the same clear error (any user)."""
+    """A regular file where the store directory, or a folder above it, should be: says so, not
+    "File exists" with advice on mounts and permissions that cannot help (any user)."""
     store = tmp_path / "store"
     store.write_text("not a directory")
-    with pytest.raises(
-        ConfigError, match=r"cannot write the embedded store directory .*store \(File exists\)"
-    ):
-        Sidecar(config(store)).start()
+    for path in (store, store / "below"):
+        with pytest.raises(ConfigError) as raised:
+            Sidecar(config(path)).start()
+        message = str(raised.value)
+        assert message.startswith(
+            f"cannot use {path} as the embedded store directory: {store} is a file, not a directory"
+        )
+        assert "--store" in message
+        assert "chown" not in message
 
 
 def test_a_read_only_spool_directory_is_a_clear_error(read_only_dir: Path, tmp_path: Path) -> None:

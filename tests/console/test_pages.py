@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from trajectory_rows import agent_run, store_runs
 
-from console.harness import Console, shoot
+from console.harness import TOKEN, Console, shoot
 
 # The first test also waits for the session's demo run (a minute or two on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -150,6 +151,30 @@ def test_run_page_says_when_a_trace_has_more_spans_than_it_shows(page: Any, cons
     shoot(page, "run-more-spans", full_page=False)
 
 
+def test_durations_under_a_millisecond_read_in_microseconds(page: Any, console: Console) -> None:
+    """The run page shows a sub-millisecond run's latency, its latency score and its tool calls in
+    the unit that fits, as the CLI does ("850 us"), never "0 ms" or a bare 0.001."""
+    from agenttrail.collector.durations import format_duration
+
+    trace, latency_s = _one(console.store, (
+        "SELECT TraceId, LatencyS FROM trajectories FINAL WHERE IsDeleted = 0 AND LatencyS < 0.001 "
+        "AND ToolCount > 0 ORDER BY LatencyS LIMIT 1"
+    ))  # fmt: skip
+    page.goto(f"{console.url}/runs/{trace}")
+    shown = page.locator("dt", has_text="Latency").locator("xpath=following-sibling::dd[1]").inner_text()
+    assert shown == format_duration(latency_s)
+    assert shown.endswith(" us")
+    latency_score = page.locator("table.scores tr").filter(
+        has=page.locator("code", has_text=re.compile("^latency$"))
+    )
+    assert latency_score.locator("td.num").inner_text() == format_duration(latency_s)
+    text = page.locator("main").inner_text()
+    assert not re.search(r"(?<![\d.])0(\.0+)? ms", text), text
+    shoot(page, "run-sub-millisecond")
+    page.goto(f"{console.url}/runs")
+    assert not re.search(r"(?<![\d.])0(\.0+)? ms", page.locator("#run-rows").inner_text())
+
+
 def _fired_rules(store: Any) -> list[str]:
     """Rules whose alert went to firing during the demo (which ones depends on the machine's pace)."""
     rows = store.query(
@@ -200,6 +225,54 @@ def test_following_an_alert_leads_to_its_failed_runs(page: Any, console: Console
     assert all("failed" in text for text in texts)
     assert any("1.1" in text for text in texts)
     shoot(page, "alert-runs")
+
+
+def test_alerts_page_says_when_no_rule_is_configured(page: Any, console: Console, chdb_dir: Path) -> None:
+    """A sidecar without `alerts:` rules: the Alerts page says none is configured and where to add
+    them, not only "No alert has fired yet.", which reads as if alerting were set up."""
+    import socket
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from agenttrail.collector.store import Store, parse_store
+    from agenttrail.evaluators.console import ConsoleSettings, create_app
+
+    app = Starlette(
+        routes=[
+            Mount(
+                "/console",
+                create_app(
+                    lambda: Store(parse_store(str(chdb_dir), "agenttrail")),
+                    ConsoleSettings(bearer_token=TOKEN),
+                ),
+            )
+        ]
+    )
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "the console did not start within 30 s"
+            time.sleep(0.05)
+        page.goto(f"http://127.0.0.1:{sock.getsockname()[1]}/console/alerts")
+        note = page.locator("#no-rules").inner_text()
+        assert "No alert rules are configured" in note
+        assert "alerts:" in note
+        assert "kind. The states below" in note  # the demo's store holds alert states
+        shoot(page, "alerts-no-rules", full_page=False)
+        page.goto(f"{console.url}/alerts")  # the demo's sidecar has rules: listed, no such note
+        assert page.locator("#no-rules").count() == 0
+        assert page.locator("ul.rules li").count() > 0
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def test_drift_compare_and_references_pages_render(page: Any, console: Console) -> None:

@@ -90,6 +90,17 @@ SECTION_ERRORS = [
     ("judge_defaults", "judge_defaults:\n  timeout_s: -1\n", r"judge_defaults.timeout_s: bad value -1"),
     ("collector", "collector:\n  grpc: nowhere\n", r"collector.grpc: bad value 'nowhere'"),
     ("(top)", "collector: {}\ndirft: {}\n", r"unknown section\(s\) \['dirft'\] \(did you mean 'drift'"),
+    # no collector: section, so the top level is the collector's keys: a misspelt section still says so
+    (
+        "(top)",
+        "colector:\n  grpc: 127.0.0.1:1\n",
+        r"unknown section\(s\) \['colector'\] \(did you mean 'collector'",
+    ),
+    (
+        "(top)",
+        "drift: {}\nquiet_period: 3\n",
+        r"unknown setting\(s\) \['quiet_period'\] in section 'collector' \(did",
+    ),
 ]
 
 
@@ -243,6 +254,11 @@ def test_config_show_without_a_file_is_all_defaults() -> None:
     assert result.exit_code == 0, result.output
     sources = {json.loads(line)["source"] for line in result.output.splitlines()}
     assert sources == {"default"}
+    # A secret left unset shows as unset: no "****" that reads as if headers were configured.
+    rows = {(row["section"], row["key"]): row["value"] for row in map(json.loads, result.output.splitlines())}
+    assert not rows["metrics_export", "otlp_headers"]  # empty
+    assert rows["collector", "bearer_token"] is None
+    assert MASK not in result.output
 
 
 # Precedence env > file > default, one scalar per evaluator section: (section, key, file value,

@@ -177,8 +177,17 @@ class SidecarApi:
                 raise click.BadParameter(str(detail)) from exc
             if exc.code == 422:  # the sidecar refused a file the user gave it (e.g. its config)
                 raise BadInput(str(detail)) from exc
+            hint = ""
+            if exc.code == 401:  # read commands have no token option: say where theirs comes from
+                hint = (
+                    "; give this command serve's token in AGENTTRAIL_BEARER_TOKEN (or bearer_token "
+                    "under collector: in its --config file)"
+                    if not self.token
+                    else "; the token this command sent (AGENTTRAIL_BEARER_TOKEN or collector.bearer_token) "
+                    "is not serve's"
+                )
             raise click.ClickException(
-                f"the sidecar at {self.base_url} answered {exc.code}: {detail}"
+                f"the sidecar at {self.base_url} answered {exc.code}: {detail}{hint}"
             ) from exc
         except urllib.error.URLError as exc:
             raise NoStore(
@@ -321,11 +330,14 @@ def make_cli(wiring: Wiring) -> LazyGroup:
     )
     @click.option(
         "--log-level",
-        default="INFO",
+        default="info",
         envvar="AGENTTRAIL_LOG_LEVEL",
         show_default=True,
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+        show_envvar=True,
+        type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     )
+    # The installed distribution's version (importlib.metadata, read only when asked).
+    @click.version_option(package_name="agenttrail", prog_name="agenttrail", message="%(prog)s %(version)s")
     def group(log_level: str) -> None:
         """agenttrail: trace LLM agents with OpenTelemetry, rebuild their trajectories, evaluate them."""
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -390,7 +402,9 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 @store_options
 @_setting_options
 def serve(config_file: str | None, **options: Any) -> None:
-    """Run the collector: OTLP receivers, span storage, trajectory assembly."""
+    """Run the sidecar: OTLP receivers, span storage, trajectory assembly, with (in `agenttrail`)
+    online scoring, judges, drift, alerts, and on the HTTP port /metrics, the web console
+    (/console/) and MCP (/mcp/). Prints its addresses once it listens."""
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
     from agenttrail.collector.allocators import configure_python_allocator
 
@@ -427,6 +441,9 @@ def serve(config_file: str | None, **options: Any) -> None:
         f"OTLP/HTTP {sidecar.http.address if sidecar.http else '-'}  (Ctrl-C to stop)",
         err=True,
     )
+    if sidecar.http is not None:
+        for what, path in sidecar.announced:
+            click.echo(f"  {what}: http://{sidecar.http.address}{path}", err=True)
     exit_code = 0
     while not stop.wait(1.0):
         if reload.is_set():

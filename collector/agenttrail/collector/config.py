@@ -321,10 +321,16 @@ def load_settings(
     if unknown_settings:
         error = unknown_keys_error(source, COLLECTOR.name, unknown_settings, list(_BY_NAME))
         if sections is not None and COLLECTOR.name not in document:  # maybe a misspelt section
-            hint = did_you_mean(unknown_settings, [section.name for section in others])
+            hint = did_you_mean(unknown_settings, [COLLECTOR.name, *(section.name for section in others)])
+            if hint:  # `colector:` reads best as a misspelt section, before the collector's keys
+                raise ConfigError(
+                    f"{source}: unknown section(s) {sorted(unknown_settings)}{hint}; the file has no "
+                    f"'collector:' section, so its top level is read as the collector's settings beside "
+                    f"the sections {sorted(skipped)}, and these are neither"
+                )
             raise ConfigError(
                 f"{error} (the file has no 'collector:' section, so its top level holds the "
-                f"collector's settings beside the sections {sorted(skipped)}{hint})"
+                f"collector's settings beside the sections {sorted(skipped)})"
             )
         raise error
     values: dict[str, Any] = {}

@@ -86,6 +86,9 @@ class GrpcReceiver:
             options=[
                 ("grpc.max_receive_message_length", max_body_bytes),
                 ("grpc.max_send_message_length", 4 * 1024 * 1024),
+                # gRPC sets SO_REUSEPORT by default: a second serve on a port in use then binds it
+                # too and the kernel splits the clients' spans between two stores, silently.
+                ("grpc.so_reuseport", 0),
             ],
         )
         handler = grpc.method_handlers_generic_handler(
@@ -102,10 +105,14 @@ class GrpcReceiver:
                 self.port = self._server.add_insecure_port(address)
         except RuntimeError as exc:
             raise ConfigError(
-                f"cannot listen for OTLP/gRPC on {address}: {exc}; is the port in use?"
+                f"cannot listen for OTLP/gRPC on {address}: {exc}; "
+                "give another address with --grpc (AGENTTRAIL_GRPC, collector.grpc)"
             ) from exc
         if not self.port:
-            raise ConfigError(f"cannot listen for OTLP/gRPC on {address}: is the port in use? Use --grpc")
+            raise ConfigError(
+                f"cannot listen for OTLP/gRPC on {address}: is the port in use? "
+                "Give another address with --grpc (AGENTTRAIL_GRPC, collector.grpc)"
+            )
         host = address.rsplit(":", 1)[0]
         self.address = f"{host}:{self.port}"
 

@@ -66,7 +66,8 @@ class HttpReceiver:
             )
         except (OSError, ValueError) as exc:
             raise ConfigError(
-                f"cannot listen for OTLP/HTTP on {address}: {exc}; is the port in use?"
+                f"cannot listen for OTLP/HTTP on {address}: {exc}; "
+                "give another address with --http (AGENTTRAIL_HTTP, collector.http)"
             ) from exc
         self.port: int = sock.getsockname()[1]
         self.address = f"{host}:{self.port}" if ":" not in host else f"[{host}]:{self.port}"

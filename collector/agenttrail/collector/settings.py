@@ -193,7 +193,7 @@ class Resolved:
 
     def shown(self) -> Any:
         """The value as `config show` prints it: secrets masked, also inside nested values."""
-        if self.setting is not None and self.setting.secret and self.value not in (None, ""):
+        if self.setting is not None and self.setting.secret and not _unset(self.value):
             return MASK
         return masked(self.value)
 
@@ -204,10 +204,15 @@ _SECRET_KEY = r"(token|secret|password|passwd|api_key|authorization|headers)$"
 _USERINFO = r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/@:]*):(?P<password>[^/@]*)@"
 
 
+def _unset(value: Any) -> bool:
+    """Nothing given: a secret that shows as such, not as a mask that reads as if it were set."""
+    return value is None or value == "" or (isinstance(value, Mapping | list | tuple) and not value)
+
+
 def masked(value: Any, key: str = "") -> Any:
     """`value` with secrets hidden: keys that name a token, password, API key or headers, a
     URL's password, and a webhook URL's path (Slack puts its secret there)."""
-    if key and re.search(_SECRET_KEY, key, re.IGNORECASE) and value not in (None, "", {}, []):
+    if key and re.search(_SECRET_KEY, key, re.IGNORECASE) and not _unset(value):
         return MASK
     if isinstance(value, Mapping):
         return {str(k): masked(v, str(k)) for k, v in value.items()}

@@ -46,6 +46,12 @@ def ensure_writable(directory: Path, what: str, option: str) -> None:
     and what to do: a read-only mount or missing permission would otherwise surface as a raw
     OSError from deep inside the lock, the spool or chDB."""
     probe = directory / f".agenttrail-write-probe-{os.getpid()}"
+    existing = next((path for path in (directory, *directory.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():  # no mount or permission would help
+        raise ConfigError(
+            f"cannot use {directory} as the {what}: {existing} is a file, not a directory. "
+            f"Choose another directory with {option}"
+        )
     try:
         directory.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"")
@@ -88,6 +94,8 @@ class Sidecar:
         self._read_routes: dict[str, ReadRoute] = {}
         self._page_routes: dict[str, PageRoute] = {}
         self._mounts: list[tuple[str, ASGIApp]] = []
+        # (what, path) of the pages and apps a person opens, which `serve` prints with its address.
+        self.announced: list[tuple[str, str]] = []
         self._grpc_handlers: list[grpc.GenericRpcHandler[Any, Any]] = []
         # The schema start() applies: the collector's, or the composition root's whole list.
         self.migrations: tuple[Migration, ...] = combine(migrations)
@@ -115,20 +123,26 @@ class Sidecar:
         if self.http is not None:
             self.http.add_read_route(path, route)
 
-    def add_page_route(self, path: str, route: PageRoute) -> None:
-        """A GET page with its own content type (e.g. Prometheus `/metrics`)."""
+    def add_page_route(self, path: str, route: PageRoute, *, announce: str | None = None) -> None:
+        """A GET page with its own content type (e.g. Prometheus `/metrics`); `announce` as for
+        mount_app."""
         self._page_routes[path] = route
+        if announce is not None:
+            self.announced.append((announce, path))
         if self.http is not None:
             self.http.add_page_route(path, route)
 
-    def mount_app(self, prefix: str, app: ASGIApp) -> None:
-        """Serve an ASGI app (e.g. a Starlette app) under `prefix` (e.g. "/console") on the HTTP port.
+    def mount_app(self, prefix: str, app: ASGIApp, *, announce: str | None = None) -> None:
+        """Serve an ASGI app (e.g. a Starlette app) under `prefix` (e.g. "/console") on the HTTP port;
+        `announce` names it in the lines `serve` prints at start (e.g. "web console").
 
         The app gets the requests under `prefix` with `root_path` = prefix, and does its own auth:
         the configured token is `self.config.bearer_token` (None when auth is off); check it with
         `agenttrail.collector.auth.bearer_ok(request.headers.get("authorization"), token)`.
         """
         self._mounts.append((prefix, app))
+        if announce is not None:
+            self.announced.append((announce, prefix + "/"))  # the app's root (the bare prefix redirects)
         if self.http is not None:
             self.http.mount(prefix, app)
 

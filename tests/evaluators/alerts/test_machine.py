@@ -71,7 +71,8 @@ def test_pending_that_clears_goes_back_to_inactive_silently() -> None:
 
 
 def test_missing_data_resolves_a_firing_alert() -> None:
-    """A firing group with no data in the window is resolved."""
+    """A firing group with no data in the window is resolved, with no value: its last one (above
+    the threshold) beside "resolved" read as if the condition still held."""
     book, r = AlertBook(), rule(for_s=0.0)
     fired = step(book, r, True, 0.0)
     assert fired is not None
@@ -80,6 +81,8 @@ def test_missing_data_resolves_a_firing_alert() -> None:
     assert gone is not None
     assert gone.alert.state is State.RESOLVED
     assert gone.alert.detail == "no data in the window"
+    assert fired.alert.value is not None
+    assert gone.alert.value is None
 
 
 def test_repeat_interval_and_send_resolved() -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -148,3 +150,51 @@ def test_worker_scores_runs_on_a_server(server_database: tuple[str, str], tmp_pa
             worker.kill()
         server.close()
     assert "scoring runs in" in log.read_text()
+
+
+@pytest.mark.timeout(300)
+def test_serve_prints_where_the_console_mcp_and_metrics_answer(tmp_path: Path) -> None:
+    """serve's start-up lines name the web console, MCP and Prometheus URLs on its HTTP port, and
+    each answers there (a newcomer learned the console's address only from the demo)."""
+    import urllib.request
+
+    serve = subprocess.Popen(
+        [
+            *AGENTTRAIL,
+            "serve",
+            "--store",
+            str(tmp_path / "s"),
+            "--grpc",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stderr is not None
+        stderr = serve.stderr
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in stderr], daemon=True).start()
+        seen: list[str] = []
+        while not seen or "serving on" not in seen[-1]:
+            seen.append(lines.get(timeout=240))
+        announced: dict[str, str] = {}
+        try:
+            while True:  # the lines right after it (log lines of other threads may come between)
+                what, _, url = lines.get(timeout=5).strip().partition(": http://")
+                if url:
+                    announced[what] = "http://" + url
+        except queue.Empty:
+            pass
+        assert set(announced) == {"web console", "MCP (streamable HTTP)", "Prometheus metrics"}, seen
+        assert announced["web console"].endswith("/console/")
+        assert announced["MCP (streamable HTTP)"].endswith("/mcp/")
+        with urllib.request.urlopen(announced["web console"], timeout=30) as page:
+            assert page.url.endswith("/console/runs")
+        with urllib.request.urlopen(announced["Prometheus metrics"], timeout=30) as page:
+            assert b"agenttrail_" in page.read()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(60) == 0

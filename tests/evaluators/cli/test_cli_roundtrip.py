@@ -72,6 +72,11 @@ def test_ids_as_tables_print_them_are_accepted_everywhere(two_runs: tuple[list[s
         decisions = [json.loads(line) for line in audit.output.splitlines()]
         assert decisions
         assert {d["trace_id"] for d in decisions} == {full}
+        # The table's first column is the run's agent span, headed as such (not "run", which
+        # read as the trace id just given and printed something else).
+        audit_table = run("audit", short, *where).output.splitlines()
+        assert audit_table[0].split()[:3] == ["root", "span", "rev"]
+        assert {line.split()[0] for line in audit_table[2:]} == {d["root_span_id"] for d in decisions}
     ambiguous = run("trajectories", *where, "--trace", "deadbeef")
     assert ambiguous.exit_code == 2
     assert "is the start of 2 trace ids" in ambiguous.output
@@ -80,6 +85,21 @@ def test_ids_as_tables_print_them_are_accepted_everywhere(two_runs: tuple[list[s
     too_short = run("trajectories", *where, "--trace", "deadbee")
     assert too_short.exit_code == 2
     assert "prefix of 8 or more" in too_short.output
+
+
+def test_the_scores_table_prints_latency_as_a_duration(two_runs: tuple[list[str], list[str]]) -> None:
+    """The latency score reads in the unit that fits, as every other duration the CLI prints
+    ("12.5 ms", "1.5 s"), not as seconds to three places ("0.013"); JSON keeps the seconds."""
+    where, traces = two_runs
+    table = run("scores", *where, "--metric", "latency")
+    assert table.exit_code == 0, table.output
+    shown = {line.split()[1]: " ".join(line.split()[4:]) for line in table.output.splitlines()[2:]}
+    assert shown == {traces[0][:12]: "latency 12.5 ms", traces[1][:12]: "latency 1.5 s"}
+    rows = [
+        json.loads(line)
+        for line in run("scores", *where, "--metric", "latency", "--format", "json").output.splitlines()
+    ]
+    assert sorted(row["score"] for row in rows) == [0.0125, 1.5]
 
 
 def test_trajectories_json_is_evaluate_input(two_runs: tuple[list[str], list[str]], tmp_path: Path) -> None:

@@ -172,6 +172,10 @@ def test_stats_and_drift_commands_read_through_the_running_sidecar(
         refused = CliRunner(env={"AGENTTRAIL_BEARER_TOKEN": None}).invoke(cli, command)
         assert refused.exit_code != 0
         assert "answered 401" in refused.output, refused.output
+        assert "give this command serve's token in AGENTTRAIL_BEARER_TOKEN" in refused.output
+    wrong = CliRunner(env={"AGENTTRAIL_BEARER_TOKEN": "not-it"}).invoke(cli, ["stats", *base, *period])
+    assert "answered 401" in wrong.output
+    assert "is not serve's" in wrong.output
     stats = runner.invoke(cli, ["stats", *base, *period])
     assert stats.exit_code == 0, stats.output
     rows = [json.loads(line) for line in stats.output.splitlines()]

@@ -88,3 +88,19 @@ def test_drift_reads_its_section_env_over_the_file(
     bad = CliRunner().invoke(cli, command, env={"AGENTTRAIL_DRIFT_MIN_SAMPLES": "many"})
     assert bad.exit_code == 3, bad.output
     assert "AGENTTRAIL_DRIFT_MIN_SAMPLES" in bad.output
+
+
+def test_an_empty_comparison_says_what_emptied_it(store: Any, chdb_dir: Path, database: str) -> None:
+    """A metric no run has, or a baseline version no run carries, is not "no runs in either
+    window" with every test "too few" and nothing more: the summary names the options asked and
+    says when the baseline had no run at all."""
+    migrate(store, ALL_MIGRATIONS)
+    store_runs(store, drifting_runs(time.time(), seed=5))
+    where = ["--store", str(chdb_dir), "--database", database, "--recent", "1h"]
+    unknown = CliRunner().invoke(cli, ["drift", *where, "--metric", "no_such_metric"])
+    assert unknown.exit_code == 0, unknown.output
+    assert unknown.output.strip() == "no runs in either window match --metric no_such_metric"
+    version = CliRunner().invoke(cli, ["drift", *where, "--baseline-version", "9.9"])
+    assert version.exit_code == 0, version.output
+    summary = version.output.splitlines()[0]
+    assert summary.endswith("with too few samples; the baseline (version 9.9) has no runs"), summary

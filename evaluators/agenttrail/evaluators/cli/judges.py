@@ -70,7 +70,7 @@ def audit(
         rows,
         output_format,
         empty=f"no run with trace id {trace_id} (not assembled yet, or never received)",
-        headers=["run", "rev", "agent", "task", "evaluator", "version", "decision", "detail"],
+        headers=["root span", "rev", "agent", "task", "evaluator", "version", "decision", "detail"],
         cells=lambda r: (
             r["root_span_id"],
             r["revision"],

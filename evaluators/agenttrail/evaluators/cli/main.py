@@ -28,6 +28,7 @@ from agenttrail.collector.cli import (
     run_filter_options,
     store_options,
 )
+from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.store import parse_store
@@ -187,10 +188,18 @@ def scores(
             r["agent"],
             r["task"],
             r["metric"],
-            "-" if r["score"] is None else f"{r['score']:.3f}",
+            _score_text(r["metric"], r["score"]),
             f"error: {r['error'][:60]}" if r.get("error") else r["label"],
         ),
     )
+
+
+def _score_text(metric: str, score: float | None) -> str:
+    """A score as the table shows it: the latency metric (seconds) as a duration, as every other
+    duration the CLI prints ("12.5 ms"), the rest to three places."""
+    if score is None:
+        return "-"
+    return format_duration(score) if metric == "latency" else f"{score:.3f}"
 
 
 @cli.command()

@@ -192,7 +192,13 @@ def drift(
     from agenttrail.evaluators.monitoring.service import drift_first
 
     if output_format == "table":
-        click.echo(drift_summary(rows))  # first: the answer before the detail
+        asked = {
+            "agent": agent,
+            "task": task,
+            "metric": ",".join(metric),
+            "baseline-version": baseline_version,
+        }
+        click.echo(drift_summary(rows, asked))  # first: the answer before the detail
         if not rows:
             return
     emit_rows(

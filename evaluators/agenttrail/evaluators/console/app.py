@@ -30,6 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, parse_time
 from agenttrail.collector.store import Store
@@ -113,11 +114,12 @@ def _iso(seconds: float) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    return f"{seconds:.2f} s"
+    """In the unit that fits, as the CLI prints it (a 0.3 ms run is "300 us", not "0 ms")."""
+    return "–" if seconds is None else format_duration(seconds)
+
+
+def _duration_ms(milliseconds: float | None) -> str:
+    return "–" if milliseconds is None else format_duration(milliseconds / 1000)
 
 
 def _number(value: Any, spec: str = ".3g") -> str:
@@ -164,7 +166,9 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
         lstrip_blocks=True,
     )
     templates = Jinja2Templates(env=environment)
-    templates.env.filters.update(iso=_iso, when=_when, duration=_duration, number=_number, pretty=pretty_json)
+    templates.env.filters.update(
+        iso=_iso, when=_when, duration=_duration, duration_ms=_duration_ms, number=_number, pretty=pretty_json
+    )
     templates.env.globals.update(chart=charts.render)
 
     def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:

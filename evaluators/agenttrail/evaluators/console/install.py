@@ -50,4 +50,4 @@ def install_console(
         alert_rules=alerts.rules,
         on_references_changed=scoring.rescan if scoring else None,
     )
-    sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings))
+    sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings), announce="web console")

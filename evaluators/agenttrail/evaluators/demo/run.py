@@ -5,6 +5,7 @@ failure-rate alert to a local webhook, and the report shows both."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import shlex
@@ -242,6 +243,19 @@ def run_demo(
             out(f"  agenttrail serve --store {shlex.quote(str(store_dir))}")
 
 
+def path_hint() -> str | None:
+    """What to run first in another shell when `agenttrail` is not on its PATH (`make demo`
+    installs into .venv without activating it): `. <venv>/bin/activate`, else None."""
+    if shutil.which("agenttrail") is not None:
+        return None
+    activate = Path(sys.executable).parent / "activate"
+    if not activate.exists():
+        return None
+    with contextlib.suppress(ValueError):  # shorter from the current directory, as make runs it
+        activate = activate.relative_to(Path.cwd())
+    return f". {shlex.quote(str(activate))}"
+
+
 def keep_serving(sidecar: Sidecar, store_dir: Path, out: Out) -> None:
     """Serve the demo's store until Ctrl-C (or SIGTERM), saying where to look meanwhile."""
     assert sidecar.http is not None
@@ -252,7 +266,12 @@ def keep_serving(sidecar: Sidecar, store_dir: Path, out: Out) -> None:
         store = shlex.quote(str(store_dir))
         out(f"\nthe sidecar keeps serving the demo's store {store_dir} (Ctrl-C to stop):")
         out(f"  console   http://{sidecar.http.address}/console/")
-        out(f"  in another terminal:  export AGENTTRAIL_STORE={store}")
+        activate = path_hint()
+        if activate:
+            out(f"  in another terminal:  {activate}")
+            out(f"    export AGENTTRAIL_STORE={store}")
+        else:
+            out(f"  in another terminal:  export AGENTTRAIL_STORE={store}")
         out("    agenttrail trajectories --limit 5")
         out("    agenttrail drift --recent 1d --baseline-version 1.0")
         sys.stdout.flush()  # a pipe is block-buffered: the hint must show while we wait

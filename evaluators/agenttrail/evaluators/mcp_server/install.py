@@ -25,4 +25,5 @@ def install_mcp(sidecar: Sidecar, metrics: Sequence[str]) -> None:
         return build_server(sidecar.new_store, metrics)  # its tools open store clients on use
 
     host = sidecar.config.http.rpartition(":")[0].strip("[]") or "0.0.0.0"
-    sidecar.mount_app(PREFIX, McpHttpApp(build, bearer_token=sidecar.config.bearer_token, listen_host=host))
+    app = McpHttpApp(build, bearer_token=sidecar.config.bearer_token, listen_host=host)
+    sidecar.mount_app(PREFIX, app, announce="MCP (streamable HTTP)")

@@ -6,7 +6,7 @@ Stdlib only: the CLI imports it before it knows whether scipy is needed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agenttrail.collector.durations import format_duration
@@ -60,10 +60,13 @@ def format_value(metric: str, value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def drift_summary(rows: Sequence[dict[str, Any]]) -> str:
-    """One line over every test: how many found drift, in which agents, how many did not."""
+def drift_summary(rows: Sequence[dict[str, Any]], asked: Mapping[str, str | None] | None = None) -> str:
+    """One line over every test: how many found drift, in which agents, how many did not. With
+    no test, which options (`asked`: option name -> value) may have left nothing to compare; when
+    every test had no baseline run, says so (a --baseline-version no run carries, say)."""
     if not rows:
-        return "no runs in either window"
+        given = " ".join(f"--{name} {value}" for name, value in (asked or {}).items() if value)
+        return "no runs in either window" + (f" match {given}" if given else "")
     counts = {status: sum(1 for row in rows if row["status"] == status) for status in STATUS_MARKS}
     drifted = sorted({row["agent"] for row in rows if row["status"] == "drift"})
     agents = len({row["agent"] for row in rows})
@@ -72,7 +75,12 @@ def drift_summary(rows: Sequence[dict[str, Any]]) -> str:
         if drifted
         else f"no drift in {len(rows)} tests"
     )
+    empty_baseline = (
+        f"; the baseline ({rows[0]['baseline']}) has no runs"
+        if all(not row["baseline_n"] for row in rows)
+        else ""
+    )
     return (
         f"{head} over {agents} agent(s): {counts['no_drift']} ok, "
-        f"{counts['insufficient_data']} with too few samples"
+        f"{counts['insufficient_data']} with too few samples{empty_baseline}"
     )

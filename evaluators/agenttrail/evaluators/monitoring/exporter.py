@@ -326,5 +326,5 @@ def install_metrics_export(sidecar: Sidecar, config: MetricsExportConfig) -> Met
     feed = build_feed(sidecar.new_store, config, sidecar.ingest_counters)
     sidecar.add_worker(feed)
     if config.prometheus:
-        sidecar.add_page_route("/metrics", feed.prometheus_page)
+        sidecar.add_page_route("/metrics", feed.prometheus_page, announce="Prometheus metrics")
     return feed

@@ -134,7 +134,9 @@ class AlertBook:
             changes.append(self._advance(rule, alert, observation.active, now))
         for key, alert in list(self.active.items()):
             if alert.rule == rule.name and key not in seen:
-                alert.detail = "no data in the window"
+                # No value was observed: the last one (above the threshold) would read as if the
+                # condition still held beside "resolved".
+                alert.value, alert.detail = None, "no data in the window"
                 changes.append(self._advance(rule, alert, False, now))
         return changes
 
