@@ -94,16 +94,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "malloc_arena_max",
         COUNT,
-        2,
+        0,
         "glibc malloc arenas serve's threads share (Python, grpc, protobuf; 0: glibc's 8 per core, "
-        "each keeping its own freed memory; MALLOC_ARENA_MAX, if set, wins)",
+        "each keeping its own freed memory; 2 keeps ~25 MiB less but slows acks by ~1 ms; "
+        "MALLOC_ARENA_MAX, if set, wins)",
     ),
     Setting(
         "malloc_mmap_threshold_bytes",
         COUNT,
-        128 * 1024,
+        0,
         "serve's glibc malloc maps blocks this large apart and unmaps them when freed (request bodies; "
-        "0: glibc's threshold, which grows to the largest block freed; MALLOC_MMAP_THRESHOLD_, if set, wins)",
+        "0: glibc's threshold, which grows to the largest block freed; 131072 with malloc_arena_max 2 "
+        "keeps ~25 MiB less but slows acks by ~1 ms; MALLOC_MMAP_THRESHOLD_, if set, wins)",
     ),
     Setting("flush_interval_s", SECONDS, 0.2, "longest wait before a partial batch is inserted"),
     Setting(
@@ -197,8 +199,8 @@ class SidecarConfig:
     assembly_max_traces: int = 2000  # assembler.MAX_TRACES_PER_QUERY
     engine_dirty_decay_ms: int = 1000
     engine_oversize_threshold_bytes: int = 2 * 1024 * 1024
-    malloc_arena_max: int = 2
-    malloc_mmap_threshold_bytes: int = 128 * 1024
+    malloc_arena_max: int = 0  # off: ~1 ms more ack p50 for ~25 MiB (docs/performance.md, rss19)
+    malloc_mmap_threshold_bytes: int = 0
     flush_interval_s: float = 0.2
     ingest_max_wait_s: float = 0.5
     bearer_token: str | None = None
