@@ -74,9 +74,17 @@ def insert_scores(store: Store, *, agent: str, metric: str, at: float, values: S
     store.insert_rows("scores", columns, rows)
 
 
-def insert_drift(store: Store, *, agent: str, metric: str, at: float, drifted: bool = True) -> None:
+def insert_drift(
+    store: Store,
+    *,
+    agent: str,
+    metric: str,
+    at: float,
+    drifted: bool = True,
+    detail: str = "recent window lower",
+) -> None:
     row = DriftEventRow(
         f"{at:.3f}", agent, "", metric, "mann_whitney", int(drifted), 0.001, 0.8, 500, 120, 0.9, 0.6,
-        f"{at - 3600:.3f}", f"{at:.3f}", "recent window lower",
+        f"{at - 3600:.3f}", f"{at:.3f}", detail,
     )  # fmt: skip
     store.insert("drift_events", [row])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from trajectory_rows import agent_run, deleted_row, insert_trajectories, run_row
@@ -16,6 +17,8 @@ from agenttrail.evaluators.monitoring.alerts.conditions import (
     Scope,
     ToolErrorRate,
 )
+from agenttrail.evaluators.monitoring.drift import DriftResult
+from agenttrail.evaluators.monitoring.drift_events import event_detail
 
 from .data import insert_drift, insert_runs, insert_scores
 
@@ -136,3 +139,21 @@ def test_drift_event_in_window(alert_store: Any) -> None:
     assert [o.labels for o in observations] == [{"agent": "a", "metric": "trajectory_recall"}]
     assert observations[0].active
     assert "mann_whitney p=0.001" in observations[0].detail
+    assert observations[0].detail.endswith("; recent window lower")  # a plain-text detail as it is
+
+
+def test_drift_summary_reads_the_events_detail_as_text(alert_store: Any) -> None:
+    """The detail the drift monitor stores (a JSON object) reads as words in the alert's summary,
+    which the console, `agenttrail alerts` and webhooks show, not as raw JSON."""
+    now = time.time()
+    stored = DriftResult(
+        "a", "", "failure_rate", "two_proportion_z", "drift", 0.00018, 0.00088, 0.755, "cohens_h",
+        64, 38, 0.033, 0.283, datetime.now(UTC), datetime.now(UTC), "version 1.0", "fewer runs than usual",
+    )  # fmt: skip
+    detail = event_detail(stored)  # as the drift monitor writes it
+    insert_drift(alert_store, agent="a", metric="failure_rate", at=now - 60, detail=detail)
+    [observation] = DriftDetected(window_s=HOUR).observe(alert_store, Scope(), now)
+    assert observation.detail.endswith(
+        "; adjusted p=0.00088, effect size as cohens_h, baseline version 1.0, fewer runs than usual"
+    ), observation.detail
+    assert "{" not in observation.detail

@@ -129,6 +129,33 @@ def test_windows_are_the_reference_windows(
     assert as_lists(fast) == as_lists(slow)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the property test above in session 15, not fixed yet: scores_sql's multi-version "
+    "branch filters rows by RunStart (and agent, task) before it picks each run's latest score, so a "
+    "run moved out of a window keeps an older evaluator version's score of its old start there when "
+    "the part's span (drift's windows read apart) excludes the newer row; the reference's span is "
+    "wider, so it reads the newer row here. Fix both: pick the latest over the runs' ids, then filter",
+)
+def test_a_run_moved_out_of_a_fixed_baseline_leaves_its_score_with_it(histories: tuple[Store, float]) -> None:
+    """The property test's failing case, fixed (baseline [base, base + 1487 s); it fails with or
+    without sampling, so none here)."""
+    store, base = histories
+    query = DriftQuery(
+        recent_s=600,
+        baseline=Baseline(since=at(base), until=at(base + 1487)),
+        agent=None,
+        task=None,
+        metrics=(),
+        now=at(base + 19263),
+    )
+    drift_settings = DriftSettings(max_samples=100_000)
+    with reading(sources.ROLLUPS):
+        fast = load_windows(store, query, drift_settings)
+        slow = reference.reference_windows(store, query, drift_settings)
+    assert as_lists(fast) == as_lists(slow)
+
+
 @pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
 def test_a_metric_two_versions_scored_takes_each_runs_latest_score(
     histories: tuple[Store, float], tables: sources.Tables

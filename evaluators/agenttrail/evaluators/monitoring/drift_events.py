@@ -77,6 +77,28 @@ def event_detail(result: DriftResult) -> str:
     )
 
 
+def event_detail_text(detail: str) -> str:
+    """Detail as a person reads it in an alert's summary: the adjusted p, how the effect size is
+    measured, the baseline and the note (the status is the row's Drifted); any other text as is."""
+    try:
+        document = json.loads(detail)
+    except ValueError:
+        return detail
+    if not isinstance(document, dict):
+        return detail
+    parts = []
+    p_adjusted = document.get("p_adjusted")
+    if isinstance(p_adjusted, int | float):
+        parts.append(f"adjusted p={p_adjusted:.2g}")
+    if document.get("effect"):
+        parts.append(f"effect size as {document['effect']}")
+    if document.get("baseline"):
+        parts.append(f"baseline {document['baseline']}")
+    if document.get("note"):
+        parts.append(str(document["note"]))
+    return ", ".join(parts)
+
+
 def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at: float | None = None) -> int:
     """Append one row per result, all stamped with the same detection time; returns the count."""
     stamp = f"{detected_at if detected_at is not None else time.time():.3f}"

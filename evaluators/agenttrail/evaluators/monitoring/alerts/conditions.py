@@ -28,6 +28,7 @@ from agenttrail.evaluators.monitoring.alerts.parsing import (
     parse_text,
     parse_window,
 )
+from agenttrail.evaluators.monitoring.drift_events import event_detail_text
 from agenttrail.evaluators.monitoring.timespec import format_duration
 
 GROUP_COLUMNS = {"agent": "Agent", "task": "Task"}
@@ -428,7 +429,8 @@ class DriftDetected(Condition):
                 True,
                 f"{test} p={_maybe(p_value, '.2g')} effect size {_maybe(effect, '.3f')}, "
                 f"{_maybe(baseline, '.3f')} -> {_maybe(recent, '.3f')}; {events} drift event(s) in the last "
-                f"{format_duration(self.window_s)}" + (f"; {detail}" if detail else ""),
+                f"{format_duration(self.window_s)}"
+                + (f"; {text}" if (text := event_detail_text(detail)) else ""),
             )
             for labels, (events, effect, p_value, test, baseline, recent, detail) in rows
         ]
