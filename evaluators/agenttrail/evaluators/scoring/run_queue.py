@@ -84,7 +84,8 @@ def pending_runs(
 ) -> list[tuple[Any, ...]]:
     """Runs (latest revision) with no final decision under `queue_key`, in `order`; `where`
     filters columns of `trajectories AS t` with bound parameters from `params`. A run whose
-    pending revision is replaced between the two reads is left for the next batch."""
+    pending revision is replaced between the two reads comes as that revision while its rows are
+    not merged away (the newer one is pending next), and is left for the next batch once they are."""
     sql = _PENDING.format(where=where, order=order)
     bound = {
         **(params or {}),
