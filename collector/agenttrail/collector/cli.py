@@ -527,8 +527,9 @@ def run_filter(
 
 
 def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | None) -> str | None:
-    """The full trace id a prefix (8+ hex, as tables print them) stands for. No match leaves the
-    prefix (the command then finds nothing); two or more is a usage error listing them."""
+    """The full trace id a prefix (8+ hex, as tables print them) stands for. An id no run has, or
+    a prefix of two or more, is a usage error (exit 2, as for any argument that names nothing):
+    a command asked about one run must not answer with an empty table and success."""
     if trace_id is None:
         return None
     trace_id = trace_id.strip().lower()
@@ -536,19 +537,24 @@ def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | 
         where = TrajectoryFilter(trace_id=trace_id, limit=1000)
     except QueryError as exc:
         raise click.BadParameter(str(exc), param_hint="trace id") from exc
-    if len(trace_id) == 32:
-        return trace_id
     rows = read_rows(
         config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
     )
     found = sorted({row["trace_id"] for row in rows})
+    if not found:
+        what = f"trace id {trace_id}" if len(trace_id) == 32 else f"a trace id starting {trace_id}"
+        raise click.BadParameter(
+            f"no run with {what} (not assembled yet, or never received); "
+            "list the runs with `agenttrail trajectories`",
+            param_hint="trace id",
+        )
     if len(found) > 1:
         listed = "\n  ".join(found[:10]) + ("\n  ..." if len(found) > 10 else "")
         raise click.BadParameter(
             f"{trace_id!r} is the start of {len(found)} trace ids; give more of it:\n  {listed}",
             param_hint="trace id",
         )
-    return found[0] if found else trace_id
+    return str(found[0])
 
 
 @click.command()
