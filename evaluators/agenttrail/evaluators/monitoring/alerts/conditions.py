@@ -43,6 +43,8 @@ class Observation:
     threshold: float | None
     active: bool  # the rule's condition holds (including its minimum sample size)
     detail: str  # the numbers behind the value, for people: "12/40 runs failed; baseline 3/900"
+    # The value breaches the threshold on fewer samples than the rule's minimum, so it does not count.
+    too_few: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +178,7 @@ def _sampled(
         threshold,
         enough and breached,
         detail if enough else f"{detail}; fewer than {name}={least}",
+        too_few=breached and not enough,
     )
 
 
