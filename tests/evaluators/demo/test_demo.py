@@ -110,6 +110,7 @@ def test_demo_keeps_serving_and_the_readme_session_works(tmp_path: Path) -> None
             assert re.search(row, session.stdout, re.M), (metric, test, p, p_adjusted, session.stdout)
         assert "(`agenttrail drift --recent 1d --baseline-version 1.0` prints these" in out
         assert len((tmp_path / "runs.jsonl").read_text().splitlines()) == 120
+        assert re.search(r"^trajectory_exact_match\s+120\s", session.stdout, re.M), session.stdout
         assert (tmp_path / "demo-report.html").stat().st_size > 10_000
 
         demo.send_signal(signal.SIGINT)
