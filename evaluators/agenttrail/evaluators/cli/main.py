@@ -18,6 +18,7 @@ import click
 from agenttrail.collector.cli import (
     BadInput,
     Wiring,
+    check_trace_found,
     cli_error,
     config_from,
     emit_rows,
@@ -200,6 +201,8 @@ def scores(
     except QueryError as exc:
         raise click.BadParameter(str(exc)) from exc
     rows = read_rows(config, server, read.route, read.params, read.local, ALL_MIGRATIONS)
+    if not rows:
+        check_trace_found(config, server, trace_id)
     emit_rows(
         rows,
         output_format,
