@@ -108,10 +108,13 @@ def _resolved_for_lack_of_data(alert: AlertInstance, fired_on: str) -> None:
     held) and a summary that says why it resolved and what it fired on, not the rule's template
     rendered over numbers that do not count."""
     alert.value = None
+    _resolved_saying(alert, f"Resolved for lack of data ({alert.detail})", fired_on)
+
+
+def _resolved_saying(alert: AlertInstance, why: str, fired_on: str) -> None:
     alert.annotations = {
         **alert.annotations,
-        "summary": f"Resolved for lack of data ({alert.detail})"
-        + (f"; it fired on: {fired_on}" if fired_on else ""),
+        "summary": why + (f"; it fired on: {fired_on}" if fired_on else ""),
     }
 
 
@@ -150,9 +153,13 @@ class AlertBook:
             changes.append(self._advance(rule, alert, observation.active, now))
         for key, alert in list(self.active.items()):
             if alert.rule == rule.name and key not in seen:
-                alert.detail = "no data in the window"
+                alert.detail = rule.condition.ABSENT
                 if alert.state is State.FIRING:
-                    _resolved_for_lack_of_data(alert, alert.annotations.get("summary", ""))
+                    fired_on = alert.annotations.get("summary", "")
+                    if rule.condition.ABSENT_IS_NO_DATA:
+                        _resolved_for_lack_of_data(alert, fired_on)
+                    else:  # the kind's condition stopped holding: say that, not "no data"
+                        _resolved_saying(alert, f"Resolved: {alert.detail}", fired_on)
                 alert.value = None
                 changes.append(self._advance(rule, alert, False, now))
         return changes
