@@ -146,6 +146,15 @@ def test_one_serve_per_store_and_reads_while_serving(
     assert same_port.returncode == 3, same_port.stderr
     assert f"cannot listen for OTLP/gRPC on {info['grpc']}" in same_port.stderr
     assert "--grpc" in same_port.stderr
+    # The ports are checked before the store is created or migrated: nothing is left behind.
+    assert not (tmp_path / "other").exists()
+    same_http = run_cli(
+        "serve", "--store", str(tmp_path / "other"), "--grpc", "127.0.0.1:0", "--http", info["http"]
+    )
+    assert same_http.returncode == 3, same_http.stderr
+    assert f"cannot listen for OTLP/HTTP on {info['http']}" in same_http.stderr
+    assert "--http" in same_http.stderr
+    assert not (tmp_path / "other").exists()
 
     trace, root = new_trace_id(), new_span_id()
     export(

@@ -192,6 +192,14 @@ def test_agent_overview_charts_mark_the_release_drift_and_alert(page: Any, conso
     page.get_by_role("link", name="support-agent").first.click()
     charts = page.locator("svg.chart")
     assert charts.count() == 4
+    # The runs chart counts runs per bucket in the bucket's unit: no per-minute rate extrapolated
+    # from a few seconds (120 runs at ~25/s read "1,500/min" from 1 s buckets).
+    title = charts.first.get_attribute("aria-label") or ""
+    assert re.fullmatch(r"Runs per \d+[smhd] bucket", title), title
+    ticks = charts.first.locator("text.axis").evaluate_all("els => els.map(e => e.textContent)")
+    y_ticks = [float(t) for t in ticks if re.fullmatch(r"[\d.e+]+", t)]
+    assert y_ticks
+    assert max(y_ticks) <= 120
     for i in range(4):
         labels = charts.nth(i).locator(".marker-label").evaluate_all("els => els.map(e => e.textContent)")
         assert "v1.0" in labels

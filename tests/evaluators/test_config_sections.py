@@ -35,7 +35,8 @@ def test_tables_hold_their_parsers_defaults() -> None:
     from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
     assert defaults(EVALUATORS) == dataclasses.asdict(EvaluatorConfig.from_mapping({}))
-    assert defaults(METRICS_EXPORT) == dataclasses.asdict(MetricsExportConfig.from_mapping({}))
+    export = dataclasses.asdict(MetricsExportConfig.from_mapping({}))
+    assert defaults(METRICS_EXPORT) == {**export, "otlp_headers": dict(export["otlp_headers"])}
     drift = DriftConfig.from_mapping({})
     table = defaults(DRIFT)
     assert {key: table.pop(key) for key in ("recent", "baseline")} == drift.window
@@ -257,6 +258,11 @@ def test_config_show_without_a_file_is_all_defaults() -> None:
     # A secret left unset shows as unset: no "****" that reads as if headers were configured.
     rows = {(row["section"], row["key"]): row["value"] for row in map(json.loads, result.output.splitlines())}
     assert not rows["metrics_export", "otlp_headers"]  # empty
+    text = CliRunner().invoke(cli, ["config", "show"], env={}, terminal_width=200).output
+    shown = {line.split()[0]: line.split()[1] for line in text.splitlines()[2:]}
+    # An unset mapping reads as the other unset mappings do ({}), not as an empty list.
+    assert shown["metrics_export.otlp_headers"] == shown["judge_defaults.budget"] == "{}"
+    assert rows["metrics_export", "otlp_headers"] == {}
     assert rows["collector", "bearer_token"] is None
     assert MASK not in result.output
 

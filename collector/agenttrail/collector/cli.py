@@ -527,8 +527,10 @@ def run_filter(
 
 
 def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | None) -> str | None:
-    """The full trace id a prefix (8+ hex, as tables print them) stands for. No match leaves the
-    prefix (the command then finds nothing); two or more is a usage error listing them."""
+    """The full trace id a prefix (8+ hex, as tables print them) stands for. A prefix no run has,
+    or of two or more, is a usage error (exit 2, as for any argument that names nothing); a full
+    id is taken as given (`check_trace_found` asks only when the command finds nothing, so a run
+    that exists costs no second read: on the embedded store that read is a second engine start)."""
     if trace_id is None:
         return None
     trace_id = trace_id.strip().lower()
@@ -542,13 +544,37 @@ def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | 
         config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
     )
     found = sorted({row["trace_id"] for row in rows})
+    if not found:
+        raise _no_run(f"a trace id starting {trace_id}")
     if len(found) > 1:
         listed = "\n  ".join(found[:10]) + ("\n  ..." if len(found) > 10 else "")
         raise click.BadParameter(
             f"{trace_id!r} is the start of {len(found)} trace ids; give more of it:\n  {listed}",
             param_hint="trace id",
         )
-    return found[0] if found else trace_id
+    return str(found[0])
+
+
+def check_trace_found(config: SidecarConfig, server: str | None, trace_id: str | None) -> None:
+    """For a command asked about one run that found nothing: the usage error saying no run has
+    this trace id, unless one has (its other filters left it out: an empty answer is then right).
+    A command asked about one run must not answer with an empty table and success."""
+    if trace_id is None:
+        return
+    where = TrajectoryFilter(trace_id=trace_id, limit=1)
+    rows = read_rows(
+        config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
+    )
+    if not rows:
+        raise _no_run(f"trace id {trace_id}")
+
+
+def _no_run(what: str) -> click.BadParameter:
+    return click.BadParameter(
+        f"no run with {what} (not assembled yet, or never received); list the runs with "
+        "`agenttrail trajectories`",
+        param_hint="trace id",
+    )
 
 
 @click.command()
@@ -579,6 +605,8 @@ def trajectories(
     except QueryError as exc:
         raise click.BadParameter(str(exc)) from exc
     runs = read_rows(config, server, read.route, read.params, read.local)
+    if not runs:
+        check_trace_found(config, server, trace_id)
     emit_rows(
         runs,
         output_format,

@@ -65,6 +65,34 @@ def ensure_writable(directory: Path, what: str, option: str) -> None:
         ) from exc
 
 
+def ensure_listenable(address: str, what: str, option: str) -> None:
+    """Raise the receiver's own ConfigError if `address`'s port is taken, by binding it once and
+    closing it: serve checks before it creates or migrates a store, so a port clash leaves no new
+    store directory behind. An address this cannot read (a name gRPC resolves its own way) or a
+    failure other than the port being taken is left to the receiver, which says what it is."""
+    import errno
+    import socket
+
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        number = int(port)
+    except ValueError:
+        return
+    if number == 0:
+        return
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        probe = socket.create_server((host, number), family=family)
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            raise ConfigError(
+                f"cannot listen for {what} on {address}: {exc.strerror}; give another address with {option}"
+            ) from exc
+        return
+    probe.close()
+
+
 class Worker(Protocol):
     """A background service the sidecar starts, stops and watches (e.g. the evaluator)."""
 
@@ -159,6 +187,12 @@ class Sidecar:
 
     def start(self) -> None:
         config = self.config
+        # Ports first, so a clash creates nothing; a store another serve holds is named by its
+        # lock below instead, which says more than its port would.
+        path = self.location.path
+        if path is None or not path.is_dir() or read_lock_holder(path, self.location.database) is None:
+            ensure_listenable(config.grpc, "OTLP/gRPC", "--grpc (AGENTTRAIL_GRPC, collector.grpc)")
+            ensure_listenable(config.http, "OTLP/HTTP", "--http (AGENTTRAIL_HTTP, collector.http)")
         if self.location.path is not None:
             ensure_writable(self.location.path, "embedded store directory", "--store (AGENTTRAIL_STORE)")
         ensure_writable(self.spool_dir(), "spool directory", "--spool-dir (AGENTTRAIL_SPOOL_DIR)")

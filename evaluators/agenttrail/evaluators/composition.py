@@ -86,7 +86,7 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
     install_export_and_report(sidecar, settings.metrics_export)
     api_judges = install_api(sidecar, evaluator.metrics, settings.judges, judge_clients)
     judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
-    install_admin(sidecar, judges)
+    install_admin(sidecar, judges, scoring)
     install_console(sidecar, evaluator=evaluator, alerts=settings.alerts, scoring=scoring, judges=judges)
     install_mcp(sidecar, evaluator.metrics)
     return sidecar

@@ -261,7 +261,8 @@ METRICS_EXPORT = Section(
         ("prometheus", BOOL, True, "serve /metrics on the HTTP port"),
         ("otlp_endpoint", OPTIONAL_TEXT, None, "push OTLP metrics and evaluation events here (none: off)"),
         ("otlp_protocol", choice("grpc", "http"), "grpc", "grpc or http"),
-        ("otlp_headers", MAPPING, (), "headers sent with OTLP pushes (e.g. an API key)"),
+        # {} as the other mappings: the parser's () (pairs, so the config hashes) showed as `[]`
+        ("otlp_headers", MAPPING, {}, "headers sent with OTLP pushes (e.g. an API key)"),
         ("evaluation_events", BOOL, True, "gen_ai.evaluation.result log events, when otlp_endpoint is set"),
         ("interval_s", POSITIVE_SECONDS, 10.0, "how often new runs and scores are read and pushed"),
         ("settle_s", SECONDS, 5.0, "rows younger than this are read next time"),

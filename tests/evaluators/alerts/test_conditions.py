@@ -55,6 +55,7 @@ def test_failure_spike_needs_min_runs(alert_store: Any) -> None:
     assert observation.value == 1.0
     assert not observation.active
     assert "fewer than min_runs=20" in observation.detail
+    assert observation.too_few  # a firing alert resolves "for lack of data", not as if it cleared
 
 
 def test_failure_spike_reads_latest_version_and_skips_deleted(alert_store: Any) -> None:

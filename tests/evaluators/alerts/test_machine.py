@@ -83,6 +83,49 @@ def test_missing_data_resolves_a_firing_alert() -> None:
     assert gone.alert.detail == "no data in the window"
     assert fired.alert.value is not None
     assert gone.alert.value is None
+    # The summary says why it resolved, not the firing one unchanged.
+    assert gone.alert.annotations["summary"] == (
+        "Resolved for lack of data (no data in the window); it fired on: rate 50% for checkout"
+    )
+
+
+def test_a_drift_alert_without_events_resolves_as_no_longer_drifting() -> None:
+    """A drift rule observes only groups with drift events: none in the window means the drift
+    stopped, not that data is missing, and the resolved summary says so."""
+    from agenttrail.evaluators.monitoring.alerts.conditions import DriftDetected
+
+    book, r = AlertBook(), rule(for_s=0.0, condition=DriftDetected(window_s=60.0))
+    step(book, r, True, 0.0)
+    gone = step(book, r, None, 30.0)
+    assert gone is not None
+    assert gone.alert.state is State.RESOLVED
+    assert gone.alert.detail == "no drift event in the window"
+    assert gone.alert.annotations["summary"] == (
+        "Resolved: no drift event in the window; it fired on: rate 50% for checkout"
+    )
+
+
+def test_too_few_runs_resolve_a_firing_alert_saying_so() -> None:
+    """A firing group whose window now breaches on fewer runs than the rule's minimum resolves as
+    for no data: no value, and a summary saying why instead of the template over a rate that does
+    not count ("rate 90%" beside "resolved"). Clearing on enough runs keeps the template."""
+    book, r = AlertBook(), rule(for_s=0.0)
+    step(book, r, True, 0.0)
+    few = Observation(GROUP, 0.9, 0.1, False, "9/10 runs failed; fewer than min_runs=20", too_few=True)
+    [gone] = book.apply(r, [few], 30.0)
+    assert gone.alert.state is State.RESOLVED
+    assert gone.alert.value is None
+    assert gone.alert.annotations["summary"] == (
+        "Resolved for lack of data (9/10 runs failed; fewer than min_runs=20); "
+        "it fired on: rate 50% for checkout"
+    )
+    step(book, r, True, 60.0)
+    step(book, r, True, 60.0)
+    cleared = step(book, r, False, 90.0)
+    assert cleared is not None
+    assert cleared.alert.state is State.RESOLVED
+    assert cleared.alert.annotations["summary"] == "rate 50% for checkout"
+    assert cleared.alert.value == 0.5
 
 
 def test_repeat_interval_and_send_resolved() -> None:

@@ -87,6 +87,23 @@ def test_ids_as_tables_print_them_are_accepted_everywhere(two_runs: tuple[list[s
     assert "prefix of 8 or more" in too_short.output
 
 
+def test_an_id_no_run_has_is_an_error_that_says_where_to_look(two_runs: tuple[list[str], list[str]]) -> None:
+    """`audit`, `trajectories --trace` and `scores --trace` with a trace id (or prefix) no run has
+    say so and how to list runs, with exit 2 (an argument naming nothing), not an empty success."""
+    where, _ = two_runs
+    for unknown in ("0123456789abcdef0123456789abcdef", "01234567"):
+        for command in (
+            ["audit", unknown],
+            ["trajectories", "--trace", unknown],
+            ["scores", "--trace", unknown],
+        ):
+            result = run(*command, *where)
+            assert result.exit_code == 2, (command, result.output)
+            assert "no run with" in result.output
+            assert unknown in result.output
+            assert "agenttrail trajectories" in result.output
+
+
 def test_the_scores_table_prints_latency_as_a_duration(two_runs: tuple[list[str], list[str]]) -> None:
     """The latency score reads in the unit that fits, as every other duration the CLI prints
     ("12.5 ms", "1.5 s"), not as seconds to three places ("0.013"); JSON keeps the seconds."""

@@ -184,3 +184,37 @@ def test_help_lists_the_metric_catalogue() -> None:
     assert "trajectory_single_tool_use" in result.stdout
     assert "tool_name=<str> (required)" in result.stdout
     assert "should_consider_ordering=<true|false>" in result.stdout
+
+
+def test_stored_references_fill_rows_without_one(
+    store: Any, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """--stored-references gives each row without a reference its task's current reference from
+    the store, so a file of runs (which carry their task, not a reference) scores against what
+    `references load` stored; a row with its own reference keeps it; without the flag neither
+    row of the task is scored against a reference."""
+    from agenttrail.collector.schema import migrate
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
+    from agenttrail.evaluators.scoring.reference_store import store_reference_set
+    from agenttrail.evaluators.scoring.references import parse_reference_set
+
+    migrate(store, ALL_MIGRATIONS)
+    store_reference_set(store, parse_reference_set({"refund": [{"tool_name": "search"}]}), source="t")
+    rows = [
+        {"task": "refund", "predicted_trajectory": [SEARCH]},
+        {"task": "refund", "predicted_trajectory": [SEARCH], "reference_trajectory": [FETCH]},
+        {"task": "faq", "predicted_trajectory": [SEARCH]},
+    ]
+    path = dataset(tmp_path, rows)
+    where = ["--store", str(chdb_dir), "--database", database, "--format", "json"]
+    filled = invoke(str(path), "--stored-references", *where)
+    assert filled.exit_code == 0, filled.output
+    instances = json.loads(filled.stdout)["instances"]
+    assert [i["metrics"]["trajectory_exact_match"] for i in instances] == [1.0, 0.0, None]
+    plain = invoke(str(path), *where)
+    assert plain.exit_code == 0, plain.output
+    assert [i["metrics"]["trajectory_exact_match"] for i in json.loads(plain.stdout)["instances"]] == [
+        None,
+        0.0,
+        None,
+    ]

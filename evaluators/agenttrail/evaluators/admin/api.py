@@ -6,8 +6,10 @@ judges it runs; the CLI finds the sidecar through the store's lock file, as read
 and sends the same command here. Mounted at `/api/v1/admin` under the same bearer token as the
 read API (every route answers 401 without it):
 
-    POST /api/v1/admin/references   {"source": "refs.yaml", "entries": [<entry>, ...]}
-        -> 200 {"added": [...], "updated": [...], "unchanged": [...]}
+    POST /api/v1/admin/references   {"source": "refs.yaml", "entries": [<entry>, ...], "rescore": bool}
+        -> 200 {"added": [...], "updated": [...], "unchanged": [...],
+                "rescored": [{"task", "runs", "lookback_s"}, ...]}   (runs put back in the queue)
+        -> 409 {"message": ...} rescore asked of a sidecar without the online evaluator
         -> 400 {"message": ...} when the entries are not a valid reference set
     POST /api/v1/admin/judges/reload   {}   (the same as SIGHUP to serve)
         -> 200 {"config_file", "added", "changed", "removed", "unchanged", "judges": [...]}
@@ -44,11 +46,13 @@ from agenttrail.evaluators.admin.backfill_jobs import BackfillBusy, BackfillJob,
 from agenttrail.evaluators.routes import ADMIN_PREFIX, REFERENCES_ROUTE
 from agenttrail.evaluators.scoring.reference_store import reference_rows, store_reference_set
 from agenttrail.evaluators.scoring.references import ReferenceSetError, parse_reference_set
+from agenttrail.evaluators.scoring.rescore import rescore_task
 
 if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.judges.setup import LiveJudges
+    from agenttrail.evaluators.scoring.worker import EvaluatorWorker
 
 
 log = logging.getLogger(__name__)
@@ -66,7 +70,10 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def admin_app(
-    sidecar: Sidecar, judges: LiveJudges | None = None, jobs: BackfillJobs | None = None
+    sidecar: Sidecar,
+    judges: LiveJudges | None = None,
+    jobs: BackfillJobs | None = None,
+    scoring: EvaluatorWorker | None = None,
 ) -> Starlette:
     """The write endpoints, each on a store of its own opened for the request (or the job)."""
 
@@ -78,15 +85,31 @@ def admin_app(
         store = sidecar.new_store()
         try:
             result = store_reference_set(store, reference_set, source=str(document.get("source", "api")))
+            rescored = []
+            if document.get("rescore") and scoring is not None:
+                rescored = [
+                    rescore_task(
+                        store, task, evaluator_version=scoring.version, lookback_s=scoring.config.lookback_s
+                    )
+                    for task in sorted(reference_set.entries)
+                ]
+                scoring.rescan()  # the runs went back behind its cursor
         finally:
             store.close()
-        return {"added": result.added, "updated": result.updated, "unchanged": result.unchanged}
+        return {
+            "added": result.added,
+            "updated": result.updated,
+            "unchanged": result.unchanged,
+            "rescored": [item.to_json() for item in rescored],
+        }
 
     async def references(request: Request) -> JSONResponse:
         if not authorized(request):
             return _message("missing or wrong bearer token", 401)
         try:
             document = await _body(request)
+            if document.get("rescore") and scoring is None:
+                return _message("this sidecar runs no online evaluator to re-score with", 409)
             return JSONResponse(await run_in_threadpool(load, document))
         except (ValueError, ReferenceSetError) as exc:
             return _message(str(exc), 400)
@@ -153,12 +176,15 @@ def admin_app(
     )
 
 
-def install_admin(sidecar: Sidecar, judges: LiveJudges | None = None) -> None:
-    """Mount the write endpoints (with the backfill jobs, a sidecar worker) and the references route."""
+def install_admin(
+    sidecar: Sidecar, judges: LiveJudges | None = None, scoring: EvaluatorWorker | None = None
+) -> None:
+    """Mount the write endpoints (with the backfill jobs, a sidecar worker) and the references
+    route; `scoring` is the evaluator that re-scores when a references load asks for it."""
     jobs = BackfillJobs(sidecar.new_store) if judges is not None else None
     if jobs is not None:
         sidecar.add_worker(jobs)
-    sidecar.mount_app(ADMIN_PREFIX, admin_app(sidecar, judges, jobs))
+    sidecar.mount_app(ADMIN_PREFIX, admin_app(sidecar, judges, jobs, scoring))
     opened: list[Store] = []
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:

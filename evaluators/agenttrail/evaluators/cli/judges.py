@@ -20,6 +20,7 @@ import click
 
 from agenttrail.collector.cli import (
     SidecarApi,
+    check_trace_found,
     cli_error,
     config_from,
     emit_rows,
@@ -66,6 +67,8 @@ def audit(
         return audit_decisions(source, trace_id, evaluator, _judges(config_file))
 
     rows = read_rows(config, server, "/api/v1/decisions", {"trace_id": trace_id}, on_store, ALL_MIGRATIONS)
+    if not rows:
+        check_trace_found(config, server, trace_id)
     emit_rows(
         rows,
         output_format,

@@ -18,6 +18,7 @@ import click
 from agenttrail.collector.cli import (
     BadInput,
     Wiring,
+    check_trace_found,
     cli_error,
     config_from,
     emit_rows,
@@ -99,17 +100,28 @@ def references() -> None:
 
 @references.command("load")
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option(
+    "--rescore",
+    is_flag=True,
+    help="Also re-score the stored runs of every task in FILE against its reference (those "
+    "assembled within the evaluator's lookback_s, a day by default): for runs that arrived first.",
+)
 @store_options
-def references_load(file: str, store: str | None, database: str | None, config_file: str | None) -> None:
+def references_load(
+    file: str, rescore: bool, store: str | None, database: str | None, config_file: str | None
+) -> None:
     """Validate a reference set (JSON, JSONL or YAML) and store a new version of each changed task.
 
-    While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references)."""
+    While `serve` holds the embedded store, the set goes through its API (POST /api/v1/admin/references),
+    and with --rescore its evaluator scores the runs at once; otherwise the next evaluator on the
+    store does (`agenttrail serve` or `agenttrail worker`)."""
     from agenttrail.evaluators.scoring.references import ReferenceSetError
     from agenttrail.evaluators.scoring.service import load_references
 
     config = config_from({"store": store, "database": database}, config_file)
     try:
-        loaded = load_references(file, lambda: read_via(config, None), ALL_MIGRATIONS)
+        evaluator = config_sections.load_evaluators(config_file) if rescore else None  # its version
+        loaded = load_references(file, lambda: read_via(config, None), ALL_MIGRATIONS, rescore=evaluator)
     except ReferenceSetError as exc:
         raise BadInput(str(exc)) from exc
     except AgentTrailError as exc:
@@ -118,6 +130,18 @@ def references_load(file: str, store: str | None, database: str | None, config_f
         f"{len(loaded.added)} added, {len(loaded.updated)} updated (new version), "
         f"{len(loaded.unchanged)} unchanged"
     )
+    if rescore:
+        runs = sum(item.runs for item in loaded.rescored)
+        tasks = ", ".join(f"{item.task} {item.runs}" for item in loaded.rescored)
+        when = (
+            "the running sidecar scores them now"
+            if loaded.by_sidecar
+            else "`agenttrail serve` (or `agenttrail worker`) scores them when it starts"
+        )
+        from agenttrail.evaluators.monitoring.timespec import format_duration as window_text  # 1d
+
+        lookback = window_text(loaded.rescored[0].lookback_s) if loaded.rescored else "-"
+        click.echo(f"re-scoring {runs} run(s) assembled in the last {lookback} ({tasks}): {when}")
 
 
 @references.command("list")
@@ -177,6 +201,8 @@ def scores(
     except QueryError as exc:
         raise click.BadParameter(str(exc)) from exc
     rows = read_rows(config, server, read.route, read.params, read.local, ALL_MIGRATIONS)
+    if not rows:
+        check_trace_found(config, server, trace_id)
     emit_rows(
         rows,
         output_format,

@@ -35,6 +35,7 @@ from agenttrail.evaluators.offline.datasets import DatasetError
 from agenttrail.evaluators.offline.evaluate import DEFAULT_METRICS, parse_metric_specs
 from agenttrail.evaluators.offline.runnable import AgentLoadError, load_agent
 from agenttrail.evaluators.offline.service import JudgeClash, build_offline_judges, evaluate_dataset
+from agenttrail.evaluators.scoring.references import ReferenceEntry
 
 
 def _epilog() -> str:
@@ -61,6 +62,24 @@ def _metrics_option(
         return parse_metric_specs(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+
+
+def _stored_references(store: str | None, database: str | None) -> dict[str, ReferenceEntry]:
+    """Every task's current reference in the store (read through serve while it holds it)."""
+    from agenttrail.evaluators.cli.read import read_rows
+    from agenttrail.evaluators.scoring.references import ReferenceSetError, parse_reference_set
+    from agenttrail.evaluators.scoring.service import references_read
+
+    rows = read_rows(store, database, None, None, references_read())
+    if not rows:
+        raise click.BadParameter(
+            "the store holds no references (agenttrail references load FILE)",
+            param_hint="'--stored-references'",
+        )
+    try:
+        return dict(parse_reference_set(rows, source="the stored references").entries)
+    except ReferenceSetError as exc:
+        raise BadInput(str(exc)) from exc
 
 
 @click.command("evaluate", epilog=_epilog())
@@ -110,6 +129,13 @@ def _metrics_option(
 )
 @click.option("--database", default=None, help="ClickHouse database of --store [default: agenttrail].")
 @click.option(
+    "--stored-references",
+    is_flag=True,
+    help="Rows without a reference take their task's current reference from --store (as "
+    "`agenttrail references list` shows it; through serve while it holds the store). The task is "
+    "the row's `task` field, which `trajectories --format json` rows carry.",
+)
+@click.option(
     "--format",
     "output_format",
     type=click.Choice(["table", "json"]),
@@ -131,10 +157,12 @@ def evaluate_command(
     judge_base_url: str | None,
     store: str | None,
     database: str | None,
+    stored_references: bool,
     output_format: str,
     output: Path | None,
 ) -> None:
     """Evaluate agent trajectories in DATASET (.jsonl, .json or .csv, Vertex or GLLM/DeepEval rows)."""
+    references = _stored_references(store, database) if stored_references else None
     defaults = {key: value for key, value in (("model", judge_model), ("base_url", judge_base_url)) if value}
     try:
         judging = build_offline_judges(judge_specs, defaults, store=store, database=database)
@@ -150,7 +178,7 @@ def evaluate_command(
         except AgentLoadError as exc:
             raise click.BadParameter(str(exc), param_hint="'--agent'") from exc
     try:
-        report = evaluate_dataset(dataset, metrics, judging, agent=agent)
+        report = evaluate_dataset(dataset, metrics, judging, agent=agent, references=references)
     except DatasetError as exc:
         raise BadInput(f"cannot read the dataset {exc}") from exc
     except JudgeClash as exc:

@@ -42,7 +42,6 @@ from agenttrail.evaluators.console.references_page import (
     ReferenceFormError,
     entry_text,
     reference_list,
-    rescore_task,
     save_reference,
     versions,
 )
@@ -52,6 +51,7 @@ from agenttrail.evaluators.monitoring.alerts.config import AlertRule, describe_r
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
 from agenttrail.evaluators.scoring.audit import AuditSubject
 from agenttrail.evaluators.scoring.reference_store import latest_references
+from agenttrail.evaluators.scoring.rescore import rescore_task
 from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 HERE = Path(__file__).parent

@@ -19,6 +19,7 @@ from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_history
 from agenttrail.evaluators.monitoring.sources import runs_sql
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
+from agenttrail.evaluators.monitoring.timespec import format_duration
 
 _BUCKETS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 RUN_METRICS = ("latency", "failure")  # charted from the runs themselves
@@ -167,12 +168,13 @@ def agent_overview(store: Store, agent: str, since: str = "", until: str = "") -
     def centre(row: dict[str, Any]) -> float:
         return parse_time(row["bucket_start"]).timestamp() + bucket_s / 2
 
-    per_minute = 60.0 / bucket_s
     metrics = sorted({name for row in rows for name in row["metrics"]})
     charts = [
+        # Counts per bucket, in the bucket's unit: a rate per minute from 1 s buckets read 3 runs
+        # as "180/min", a rate the agent never ran at for a minute.
         Chart(
-            f"Runs per minute ({bucket_s}s buckets)",
-            [Series("runs/min", [(centre(r), r["runs"] * per_minute) for r in rows])],
+            f"Runs per {format_duration(bucket_s)} bucket",
+            [Series("runs", [(centre(r), r["runs"]) for r in rows])],
         ),
         Chart(
             "Failure rate",

@@ -1,17 +1,14 @@
 """Adding or editing a task's reference from the console, and re-scoring the runs it affects.
 
 The reference is stored exactly as `agenttrail references load` stores it (a new version per
-changed task). Re-scoring goes through the online evaluator: the console removes the
-evaluator's decisions for the task's runs (a lightweight DELETE), which puts those runs back in
-its queue; the worker then scores them against the new version, replacing the old scores
-(same keys). The worker only looks back `lookback_s` (a day by default), so older runs keep
-their scores; the page says how many runs were queued.
+changed task). Re-scoring goes through the online evaluator (`scoring.rescore`, which
+`agenttrail references load --rescore` uses too): the task's runs within its `lookback_s` go
+back in its queue and are scored against the new version; the page says how many runs were queued.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -29,19 +26,6 @@ from agenttrail.evaluators.scoring.references import ReferenceSetError, parse_re
 _VERSIONS = """
 SELECT Version, Entry, ContentHash, Source, toUnixTimestamp64Milli(LoadedAt)
 FROM references FINAL WHERE Task = {task:String} ORDER BY Version DESC
-"""
-_AFFECTED = """
-SELECT count() FROM trajectories FINAL
-WHERE Task = {task:String} AND IsDeleted = 0
-  AND AssembledAt >= now64(6) - toIntervalSecond({lookback:UInt32})
-"""
-_FORGET = """
-DELETE FROM evaluation_decisions
-WHERE EvaluatorVersion = {version:String}
-  AND TraceId IN (
-      SELECT TraceId FROM trajectories WHERE Task = {task:String}
-        AND AssembledAt >= now64(6) - toIntervalSecond({lookback:UInt32})
-  )
 """
 
 
@@ -90,21 +74,6 @@ def save_reference(store: Store, task: str, text: str, *, source: str) -> LoadRe
     except ReferenceSetError as exc:
         raise ReferenceFormError(str(exc)) from exc
     return store_reference_set(store, reference_set, source=source)
-
-
-@dataclass(frozen=True, slots=True)
-class Rescore:
-    task: str
-    runs: int  # runs put back in the evaluator's queue
-    lookback_s: int
-
-
-def rescore_task(store: Store, task: str, *, evaluator_version: str, lookback_s: int) -> Rescore:
-    """Put the task's recent runs back in the online evaluator's queue."""
-    params = {"task": task, "lookback": lookback_s, "version": evaluator_version}
-    rows = store.query(_AFFECTED, params)
-    store.command(_FORGET, params)
-    return Rescore(task, int(rows[0][0]) if rows else 0, lookback_s)
 
 
 def reference_list(store: Store) -> list[tuple[str, StoredReference, int]]:

@@ -19,12 +19,15 @@ from typing import Any
 import yaml
 
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.display import format_p, format_value
+from agenttrail.evaluators.monitoring.display import drift_summary, format_effect, format_p, format_value
 from agenttrail.evaluators.monitoring.report import build_report, write_report
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 
 AGENT = "support-agent"
 BASELINE_VERSION = "1.0"
+# The drift lines' recent window: a day, so the command the demo prints gives the same lines
+# later on the kept store (the sidecar's own check uses one-minute windows, gone a minute later).
+DRIFT_RECENT = "1d"
 FAILURE_RULE = "support-failure-spike"
 
 
@@ -77,6 +80,20 @@ class WebhookInbox:
                 self._changed.wait(remaining)
 
 
+def demo_min_samples(runs_per_phase: int) -> int:
+    """Fewest values per window the demo's drift check (and the command it prints) asks for."""
+    return min(30, max(10, runs_per_phase // 2))
+
+
+def drift_command(min_samples: int) -> str:
+    """The `agenttrail drift` command that prints, on the demo's store, the drift lines the demo
+    prints (it lists every test): the demo computes them with the same call and arguments."""
+    from agenttrail.evaluators.monitoring.drift import DriftSettings
+
+    command = f"agenttrail drift --recent {DRIFT_RECENT} --baseline-version {BASELINE_VERSION}"
+    return command if min_samples == DriftSettings().min_samples else f"{command} --min-samples {min_samples}"
+
+
 def demo_config(webhook_url: str, runs_per_phase: int, phase_s: float) -> dict[str, Any]:
     """Alert rules and the drift check, sized for a demo whose release lands after `phase_s`."""
     window_s = max(2, round(phase_s))
@@ -85,7 +102,7 @@ def demo_config(webhook_url: str, runs_per_phase: int, phase_s: float) -> dict[s
             "interval_s": 2,
             "recent": "1m",
             "baseline_version": BASELINE_VERSION,  # the release before: compare 1.1 with 1.0
-            "min_samples": min(30, max(10, runs_per_phase // 2)),
+            "min_samples": demo_min_samples(runs_per_phase),
             "metrics": ["failure_rate", "latency", "trajectory_length", "tool_distribution"],
         },
         "alerts": {
@@ -152,9 +169,12 @@ def summarise_monitoring(
     out: Callable[[str], None],
     *,
     stored_at: float,
+    min_samples: int,
     timeout_s: float = 30.0,
 ) -> None:
-    """What the sidecar noticed about the release: drift against 1.0 and the failure alert."""
+    """What the sidecar noticed about the release: drift against 1.0 and the failure alert. The
+    drift lines are `drift_command`'s answer (same windows, adjusted p), not the sidecar's
+    one-minute checks, so the command gives the same numbers afterwards."""
     out(f"\nmonitoring (version 1.1 shipped halfway; baseline: version {BASELINE_VERSION}):")
     firing = inbox.wait_for(
         lambda payload: payload.get("rule") == FAILURE_RULE and payload.get("status") == "firing", timeout_s
@@ -165,22 +185,43 @@ def summarise_monitoring(
         headline = f"[{firing['status'].upper()}] {firing['rule']} ({firing['severity']})"
         out(f"  webhook {inbox.url} received: {headline}")
         out(f"      {firing['annotations'].get('summary', '')}")
-    drift = wait_drift(store, stored_at, timeout_s)
-    if not drift:
-        out("  no drift recorded yet")
-    for metric, test, p_value, effect, baseline, recent, baseline_n, recent_n in drift:
+    if not wait_drift(store, stored_at, timeout_s):  # the sidecar's check, which notifies
+        out(f"  the sidecar's drift check found none within {timeout_s:.0f}s")
+    from agenttrail.evaluators.monitoring.drift_monitor import DriftConfig
+    from agenttrail.evaluators.monitoring.service import drift_read
+
+    read = drift_read(
+        DriftConfig.from_mapping({}),
+        recent=DRIFT_RECENT,
+        baseline_version=BASELINE_VERSION,
+        min_samples=min_samples,
+    )
+    rows = read.local(store)
+    out(f"  {drift_summary(rows)}")
+    for row in first_drift_per_metric(rows):
         out(
-            f"  drift in {metric:<18} {test:<18} p {format_p(p_value)}  effect {_num(effect, '+.2f')}  "
-            f"{format_value(metric, baseline)} (n {baseline_n}) -> "
-            f"{format_value(metric, recent)} (n {recent_n})"
+            f"  drift in {row['metric']:<26} {row['test']:<18} p {format_p(row['p_value'])}  "
+            f"p adj {format_p(row['p_adjusted'])}  {format_effect(row['effect'], row['effect_size'])}  "
+            f"{format_value(row['metric'], row['baseline_value'])} (n {row['baseline_n']}) -> "
+            f"{format_value(row['metric'], row['recent_value'])} (n {row['recent_n']})"
         )
+    out(f"  (`{drift_command(min_samples)}` prints these and every other test)")
     others = sorted({payload["rule"] for payload in inbox.received} - {FAILURE_RULE})
     if others:
         out(f"  also notified: {', '.join(others)}")
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+def first_drift_per_metric(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per metric that drifted, its test with the smallest adjusted p (a test without one last)."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row["status"] != "drift":
+            continue
+        key = (row["p_adjusted"] is None, row["p_adjusted"] or 0.0)
+        held = best.get(row["metric"])
+        if held is None or key < (held["p_adjusted"] is None, held["p_adjusted"] or 0.0):
+            best[row["metric"]] = row
+    return [best[metric] for metric in sorted(best)]
 
 
 def write_demo_report(store: Store, since: datetime, path: Path) -> Path:

@@ -30,6 +30,8 @@ from agenttrail.evaluators.demo import agent as demo_agent
 from agenttrail.evaluators.demo.monitoring import (
     WebhookInbox,
     demo_config,
+    demo_min_samples,
+    drift_command,
     summarise_monitoring,
     write_config,
     write_demo_report,
@@ -222,13 +224,14 @@ def run_demo(
         current = {(run["trace_id"], run["root_span_id"]) for run in result}
         scores = [score for score in scores if (score["trace_id"], score["root_span_id"]) in current]
         summarise_scores(result, scores, out)
-        summarise_monitoring(sidecar.store, inbox, out, stored_at=stored_at)
+        min_samples = demo_min_samples(max(1, first_half))
+        summarise_monitoring(sidecar.store, inbox, out, stored_at=stored_at, min_samples=min_samples)
         if report:
             path = write_demo_report(sidecar.store, demo_start, Path(report))
             out(f"\nreport: {path.resolve()}")
             out("  failure rate, latency and scores over time, with the drift and the alert marked")
         if serve:
-            keep_serving(sidecar, store_dir, out)
+            keep_serving(sidecar, store_dir, out, drift_command(min_samples))
         elif not keep:
             out("\nthe demo's store is deleted now; `agenttrail demo --keep` keeps it and keeps the sidecar")
             out("serving (the console, the CLI's read commands) until Ctrl-C")
@@ -256,7 +259,7 @@ def path_hint() -> str | None:
     return f". {shlex.quote(str(activate))}"
 
 
-def keep_serving(sidecar: Sidecar, store_dir: Path, out: Out) -> None:
+def keep_serving(sidecar: Sidecar, store_dir: Path, out: Out, drift: str) -> None:
     """Serve the demo's store until Ctrl-C (or SIGTERM), saying where to look meanwhile."""
     assert sidecar.http is not None
     stop = threading.Event()
@@ -273,7 +276,7 @@ def keep_serving(sidecar: Sidecar, store_dir: Path, out: Out) -> None:
         else:
             out(f"  in another terminal:  export AGENTTRAIL_STORE={store}")
         out("    agenttrail trajectories --limit 5")
-        out("    agenttrail drift --recent 1d --baseline-version 1.0")
+        out(f"    {drift}")
         sys.stdout.flush()  # a pipe is block-buffered: the hint must show while we wait
         stop.wait()
     finally:

@@ -9,7 +9,8 @@ maps each to its exit code (see cli/offline.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,10 @@ from agenttrail.evaluators.judges.registry import (
     parse_judge_definitions,
 )
 from agenttrail.evaluators.metrics import ConfiguredMetric
-from agenttrail.evaluators.offline.datasets import load_dataset
+from agenttrail.evaluators.offline.datasets import DatasetRow, RowError, load_dataset
 from agenttrail.evaluators.offline.evaluate import EvaluationReport, evaluate_rows, parse_metric_specs
 from agenttrail.evaluators.offline.runnable import run_agent_over_dataset
+from agenttrail.evaluators.scoring.references import ReferenceEntry
 
 
 class JudgeClash(AgentTrailError, ValueError):
@@ -120,19 +122,40 @@ def build_offline_judges(
     return OfflineJudges(judges, workers)
 
 
+def with_references(
+    rows: Sequence[DatasetRow | RowError], references: Mapping[str, ReferenceEntry]
+) -> list[DatasetRow | RowError]:
+    """Each row without a reference trajectory given its task's reference (and expected response,
+    when the row has none): the task as `agenttrail trajectories --format json` rows carry it, or
+    a row's `task` field. Rows with their own reference keep it."""
+    filled: list[DatasetRow | RowError] = []
+    for row in rows:
+        task = row.extra.get("task") if isinstance(row, DatasetRow) else None
+        entry = references.get(task) if isinstance(task, str) else None
+        if isinstance(row, DatasetRow) and row.reference is None and entry is not None:
+            expected = row.expected_response if row.expected_response is not None else entry.expected_response
+            row = dataclasses.replace(row, reference=list(entry.reference), expected_response=expected)
+        filled.append(row)
+    return filled
+
+
 def evaluate_dataset(
     dataset: Path,
     metrics: Sequence[str | ConfiguredMetric] = (),
     judging: OfflineJudges | None = None,
     *,
     agent: Callable[..., Any] | str | None = None,
+    references: Mapping[str, ReferenceEntry] | None = None,
 ) -> EvaluationReport:
     """Read `dataset`, replace each row's prediction by the agent's traced run when `agent` is
     given, and score every row (bad rows are kept in the report as errors). No `metrics`: the
-    defaults for the rows (see offline/evaluate.py)."""
+    defaults for the rows (see offline/evaluate.py). `references` (task -> entry, e.g. the
+    store's current ones) fill the rows that have no reference of their own (`with_references`)."""
     judging = judging or OfflineJudges([])
     parsed = parse_metric_specs(metrics)  # a bad spec is a ValueError, before the dataset is read
     rows = load_dataset(dataset)
+    if references:
+        rows = with_references(rows, references)
     if agent is not None:
         rows = run_agent_over_dataset(agent, rows)
     try:

@@ -11,7 +11,7 @@ store given here is migrated with the `migrations` the caller passes (the compos
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agenttrail.collector.errors import AgentTrailError
@@ -19,6 +19,7 @@ from agenttrail.collector.queries import TrajectoryFilter, parse_time
 from agenttrail.collector.reads import ReadRequest
 from agenttrail.collector.schema import Migration, migrate
 from agenttrail.evaluators.routes import ADMIN_PREFIX, REFERENCES_ROUTE
+from agenttrail.evaluators.scoring.rescore import Rescore
 
 if TYPE_CHECKING:
     from agenttrail.collector.cli import SidecarApi
@@ -35,23 +36,34 @@ class WorkerStoreError(AgentTrailError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ReferencesLoaded:
-    """Tasks by what loading did to them: new, a new version, or the same reference again."""
+    """Tasks by what loading did to them: new, a new version, or the same reference again; with
+    `rescore`, each task's runs put back in the evaluator's queue and whether a running sidecar
+    (`by_sidecar`) scores them now or the next evaluator to run on the store will."""
 
     added: list[str]
     updated: list[str]
     unchanged: list[str]
+    rescored: list[Rescore] = field(default_factory=list)
+    by_sidecar: bool = False
 
 
 def load_references(
-    file: str, open_target: Callable[[], SidecarApi | Store], migrations: Sequence[Migration] = ()
+    file: str,
+    open_target: Callable[[], SidecarApi | Store],
+    migrations: Sequence[Migration] = (),
+    *,
+    rescore: EvaluatorConfig | None = None,
 ) -> ReferencesLoaded:
     """Validate the reference set in `file` (JSON, JSONL or YAML; ReferenceSetError says what is
     wrong, before any store is opened) and store a new version of each changed task where
     `open_target` leads: a store (migrated first, closed after), or the admin API of the sidecar
-    holding it."""
+    holding it. With `rescore` (the evaluator's section, for its version and lookback; a sidecar
+    uses its own), every task of the file has its stored runs re-scored (`scoring.rescore`):
+    references loaded after the runs arrived score them too."""
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.scoring.reference_store import store_reference_set
     from agenttrail.evaluators.scoring.references import load_reference_set
+    from agenttrail.evaluators.scoring.rescore import rescore_task
 
     reference_set = load_reference_set(file)
     target = open_target()
@@ -59,12 +71,24 @@ def load_references(
         try:
             migrate(target, tuple(migrations))
             result = store_reference_set(target, reference_set, source=file)
+            rescored = [
+                rescore_task(target, task, evaluator_version=rescore.version, lookback_s=rescore.lookback_s)
+                for task in sorted(reference_set.entries)
+                if rescore is not None
+            ]
         finally:
             target.close()
-        return ReferencesLoaded(result.added, result.updated, result.unchanged)
+        return ReferencesLoaded(result.added, result.updated, result.unchanged, rescored)
     entries = [reference_set.entries[task].to_json() for task in sorted(reference_set.entries)]
-    answer = target.post_json(f"{ADMIN_PREFIX}/references", {"source": file, "entries": entries})
-    return ReferencesLoaded(*(list(answer.get(key, [])) for key in ("added", "updated", "unchanged")))
+    body = {"source": file, "entries": entries, **({"rescore": True} if rescore is not None else {})}
+    answer = target.post_json(f"{ADMIN_PREFIX}/references", body)
+    return ReferencesLoaded(
+        list(answer.get("added", [])),
+        list(answer.get("updated", [])),
+        list(answer.get("unchanged", [])),
+        rescored=[Rescore(**item) for item in answer.get("rescored", [])],
+        by_sidecar=True,
+    )
 
 
 def references_read() -> ReadRequest:

@@ -318,8 +318,10 @@ class EvaluatorWorker(RunQueueWorker):
 
     def rescan(self) -> None:
         """Runs older than the cursor went back in the queue (re-scoring a task): scan the whole
-        lookback at once instead of at the next full scan."""
+        lookback at once instead of at the next full scan, with the references read again (they
+        went back for a new reference, which the references' 2 s cache may not hold yet)."""
         self._cursor_s = None
+        self._references_at = float("-inf")
         self.wake()
 
     def _drained(self, asked_at: float, full_scan: bool) -> None:

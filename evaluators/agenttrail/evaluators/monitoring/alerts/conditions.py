@@ -43,6 +43,8 @@ class Observation:
     threshold: float | None
     active: bool  # the rule's condition holds (including its minimum sample size)
     detail: str  # the numbers behind the value, for people: "12/40 runs failed; baseline 3/900"
+    # The value breaches the threshold on fewer samples than the rule's minimum, so it does not count.
+    too_few: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,10 @@ class Condition:
     PARAMS: ClassVar[Mapping[str, Param]]  # config key -> field
     SUMMARY: ClassVar[str]  # default `summary` annotation template
     LABELS: ClassVar[tuple[str, ...]] = ()  # group labels the kind adds to the scope's
+    # What a group with no observation means: no data to judge (the rates and means), or, for a
+    # kind that observes only the groups where it holds (drift events), that it no longer holds.
+    ABSENT: ClassVar[str] = "no data in the window"
+    ABSENT_IS_NO_DATA: ClassVar[bool] = True
 
     def observe(self, store: Store, scope: Scope, at: float) -> list[Observation]:
         raise NotImplementedError
@@ -176,6 +182,7 @@ def _sampled(
         threshold,
         enough and breached,
         detail if enough else f"{detail}; fewer than {name}={least}",
+        too_few=breached and not enough,
     )
 
 
@@ -403,6 +410,8 @@ class DriftDetected(Condition):
     }
     SUMMARY = "Drift in {metric} for {group}: {detail}"
     LABELS = ("metric",)
+    ABSENT = "no drift event in the window"
+    ABSENT_IS_NO_DATA = False
 
     def observe(self, store: Store, scope: Scope, at: float) -> list[Observation]:
         conditions = ["Drifted = 1", _IN_WINDOW.format(column="DetectedAt")]

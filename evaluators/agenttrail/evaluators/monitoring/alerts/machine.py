@@ -102,6 +102,22 @@ def advance(
     return transitions, notify
 
 
+def _resolved_for_lack_of_data(alert: AlertInstance, fired_on: str) -> None:
+    """A firing alert about to resolve because its window holds too few samples (or none): no
+    value (the last one, above the threshold, beside "resolved" read as if the condition still
+    held) and a summary that says why it resolved and what it fired on, not the rule's template
+    rendered over numbers that do not count."""
+    alert.value = None
+    _resolved_saying(alert, f"Resolved for lack of data ({alert.detail})", fired_on)
+
+
+def _resolved_saying(alert: AlertInstance, why: str, fired_on: str) -> None:
+    alert.annotations = {
+        **alert.annotations,
+        "summary": why + (f"; it fired on: {fired_on}" if fired_on else ""),
+    }
+
+
 class AlertBook:
     """The pending and firing alerts of every rule, advanced one evaluation at a time."""
 
@@ -130,13 +146,21 @@ class AlertBook:
                 observation.threshold,
                 observation.detail,
             )
+            fired_on = alert.annotations.get("summary", "")
             alert.annotations = rule.render_annotations(observation)
+            if observation.too_few and alert.state is State.FIRING:
+                _resolved_for_lack_of_data(alert, fired_on)
             changes.append(self._advance(rule, alert, observation.active, now))
         for key, alert in list(self.active.items()):
             if alert.rule == rule.name and key not in seen:
-                # No value was observed: the last one (above the threshold) would read as if the
-                # condition still held beside "resolved".
-                alert.value, alert.detail = None, "no data in the window"
+                alert.detail = rule.condition.ABSENT
+                if alert.state is State.FIRING:
+                    fired_on = alert.annotations.get("summary", "")
+                    if rule.condition.ABSENT_IS_NO_DATA:
+                        _resolved_for_lack_of_data(alert, fired_on)
+                    else:  # the kind's condition stopped holding: say that, not "no data"
+                        _resolved_saying(alert, f"Resolved: {alert.detail}", fired_on)
+                alert.value = None
                 changes.append(self._advance(rule, alert, False, now))
         return changes
 
