@@ -63,6 +63,8 @@ GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)
 """
 
 
+_IN_MULTI = "Metric IN {multi_version:Array(String)}"
+
 # Which score of a run is its latest: the same one whatever order the rows are read in (a run's
 # scores may carry different run starts, when it moved after some were written).
 _LATEST = "(CreatedAt, EvaluatorVersion)"
@@ -119,7 +121,9 @@ def scores_sql(
     assert not agent_version or read.revised, "these scores carry no AgentVersion"
     # argMax skips a NULL argument (an older row's version would win): in a tuple it does not.
     version, latest_version = (
-        (", AgentVersion", f", argMax(tuple(AgentVersion), {_LATEST}).1") if agent_version else ("", "")
+        (", AgentVersion", f", argMax(tuple(AgentVersion), {_LATEST}).1 AS latest_version")
+        if agent_version
+        else ("", "")
     )
     if multi_version is not None and not multi_version:
         return f"""
@@ -127,15 +131,26 @@ SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {
 {_filtered(where, prewhere, read)}
 """
     single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere, read)
-    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere, read)
+    # Each run's latest score over all its rows, then the conditions: filtered first, a run
+    # moved out of the range between versions kept its older score of the old start there.
+    # The runs are those with a row meeting the conditions (the latest row of every run kept
+    # is one), found under `run_prewhere`; their rows, by the run's ids (the sorting key), before FINAL.
+    named = f"SELECT TraceId, RootSpanId FROM {table} {_filtered((*where, _IN_MULTI), run_prewhere, read)}"
+    latest = _filtered(("1",), (_IN_MULTI, f"(TraceId, RootSpanId) IN ({named})", *run_prewhere), read)
     return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {table} FINAL
 {single}
 UNION ALL
-SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}), argMax(RunStart, {_LATEST}),
-    argMax(Agent, {_LATEST}), argMax(Task, {_LATEST}){latest_version}
-FROM {table} FINAL {multiple}
-GROUP BY TraceId, RootSpanId, Metric
+SELECT * FROM (
+SELECT TraceId, RootSpanId, Metric, latest_score AS Score, latest_start AS RunStart, latest_agent AS Agent,
+    latest_task AS Task{", latest_version AS AgentVersion" if agent_version else ""}
+FROM (
+SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}) AS latest_score,
+    argMax(RunStart, {_LATEST}) AS latest_start, argMax(Agent, {_LATEST}) AS latest_agent,
+    argMax(Task, {_LATEST}) AS latest_task{latest_version}
+FROM {table} FINAL {latest}
+GROUP BY TraceId, RootSpanId, Metric))
+WHERE {" AND ".join(where)}
 """
 
 
