@@ -112,7 +112,8 @@ def scores_sql(
     metric two evaluator versions scored takes each run's latest score over all its rows, and a
     condition that keeps some of a run's rows and drops others (one on RunStart, when the run
     moved) would change which is latest: that part takes `run_prewhere` instead, conditions on
-    the run's ids alone, which keep or drop all of a run's rows. `tables`: as for `runs_sql`.
+    the run's ids alone, which keep or drop all of a run's rows, and applies `where` to each
+    run's latest row (`_latest_of_each_run`). `tables`: as for `runs_sql`.
     `multi_version`: the parameter's value, if known here; when empty, the second part (which
     would read rows only to drop them all) is left out.
     """
@@ -148,10 +149,11 @@ def _latest_of_each_run(
     the older one's, under its old start, in the range.
 
     The runs are those with a row meeting `where` (a run kept has its latest row among them);
-    their rows are read by the run's ids, before FINAL, from the whole table, the time the
-    query reads. Where the tables have `revised`: a run stored once has one start, agent and
-    task on all its rows, so `where` keeps all or none of them and may filter first (the
-    period's rows only); only the runs stored again (a few percent) are read whole."""
+    their rows are read by the run's ids, before FINAL, over the whole table (any start).
+    Where the tables have `revised` (every run stored more than once, migration 122): a run
+    stored once has one start, agent and task on all its rows, so `where` keeps all or none
+    of them and may filter first (the period's rows only); only the runs stored again (a few
+    percent) are read whole: a set of the period's ids cost 2 s CPU over a week of 1M runs."""
     table = read.scores
     multi = "Metric IN {multi_version:Array(String)}"
     conditions = " AND ".join(where)
