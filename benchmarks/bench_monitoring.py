@@ -8,7 +8,9 @@ revision's agent version, as the evaluator writes them. Prints the time of each
 query; asserts nothing. `--runs N` for a smaller store. The sidecar's hourly rollup job runs
 once before the queries (its back-fill is timed), and once more after the store changed;
 `--no-hourly` reads the run-level rollups only, as before the hourly ones (for A/B runs on one
-store).
+store). `--rescored-hours H`: a second evaluator version re-scores the evaluation metrics of the
+runs of the last H hours (once per store), as when the metric set changed, so that the queries
+over them take each run's latest score (sources.scores_sql's multi-version part).
 """
 
 from __future__ import annotations
@@ -84,6 +86,29 @@ ARRAY JOIN ['trajectory_exact_match', 'trajectory_precision', 'latency', 'failur
 """
 
 
+# A second evaluator version's scores of the recent runs' evaluation metrics, written now.
+_RESCORED = """
+INSERT INTO scores (TraceId, RootSpanId, Metric, Evaluator, EvaluatorVersion, Score, Label, Explanation,
+    Agent, Task, RunStart, Revision, ReferenceVersion, Error, CreatedAt, AgentVersion)
+SELECT TraceId, RootSpanId, Metric, Evaluator, 'trajectory-bench-2',
+    if(Metric = 'trajectory_exact_match', toFloat64(randCanonical() < 0.7), randCanonical()),
+    Label, Explanation, Agent, Task, RunStart, Revision, ReferenceVersion, Error, now64(6), AgentVersion
+FROM scores FINAL
+WHERE Metric IN ('trajectory_exact_match', 'trajectory_precision') AND RunStart >= {since:DateTime64(6)}
+    AND EvaluatorVersion = 'trajectory-bench'
+"""
+
+
+def rescore(store: Store, hours: float, now: datetime) -> None:
+    """The runs of the last `hours` re-scored by a second evaluator version, unless already."""
+    if store.query("SELECT count() FROM scores WHERE EvaluatorVersion = 'trajectory-bench-2'")[0][0]:
+        return
+    started = time.perf_counter()
+    store.command(_RESCORED, {"since": f"{now.timestamp() - hours * 3600:.6f}"})
+    took = time.perf_counter() - started
+    print(f"re-scored the last {hours:g} h by a second evaluator version in {took:.1f} s")
+
+
 def generate(store: Store, runs: int, now: datetime) -> None:
     """`runs` runs over the 7 days before `now`, 2 % of them stored twice, 4 scores each."""
     start_us = int((now.timestamp() - SPREAD_S) * 1e6)
@@ -127,6 +152,12 @@ def main() -> None:
     parser.add_argument("--store", help="reuse this directory (generated if empty)")
     parser.add_argument("--no-hourly", action="store_true", help="read the run-level rollups only")
     parser.add_argument(
+        "--rescored-hours",
+        type=float,
+        default=0,
+        help="a second evaluator version re-scores the runs of the last H hours (once per store)",
+    )
+    parser.add_argument(
         "--skip",
         default="",
         help="comma-separated sections to skip: hourly,stats,drift,report,overview,inserts",
@@ -146,6 +177,8 @@ def main() -> None:
             print(f"generated {args.runs:,} runs + scores in {time.perf_counter() - started:.1f} s")
         else:
             now = store.query("SELECT max(Start) FROM trajectories")[0][0].replace(tzinfo=UTC)
+        if args.rescored_hours:
+            rescore(store, args.rescored_hours, now)
         counts = store.query(
             "SELECT (SELECT count() FROM trajectories), (SELECT count() FROM scores), "
             "(SELECT count() FROM system.parts WHERE database = currentDatabase() AND active "

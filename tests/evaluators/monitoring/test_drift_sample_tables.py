@@ -25,7 +25,7 @@ from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring import drift, sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, DriftSettings, load_windows
-from agenttrail.evaluators.monitoring.rollups import SAMPLE_LIMIT, SCORES_VERSION
+from agenttrail.evaluators.monitoring.rollups import RUNS_REVISED, SAMPLE_LIMIT, SCORES_VERSION
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
 from . import drift_reference as reference
@@ -160,6 +160,7 @@ def test_a_store_of_the_previous_schema_is_filled_and_a_restart_changes_nothing(
         (sample,) = [m for m in ALL_MIGRATIONS if m.version == SAMPLE_VERSION]
         migrate(store, previous)
         store.command(SCORES_VERSION)  # the column today's score rows write (122's first step)
+        store.command(RUNS_REVISED)  # the table today's scores query reads (122's, filled there)
         base = (time.time() // HOUR - 7) * HOUR
         history = History(store, random.Random(118), base, count=600)
         for _ in range(2):

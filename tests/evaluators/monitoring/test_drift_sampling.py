@@ -142,17 +142,12 @@ def early_baseline_question(base: float, now_s: float) -> DriftQuery:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the property test above in session 15, not fixed yet: scores_sql's multi-version "
-    "branch filters rows by RunStart (and agent, task) before it picks each run's latest score, so a "
-    "run moved out of a window keeps an older evaluator version's score of its old start there when "
-    "the part's span (drift's windows read apart) excludes the newer row; the reference's span is "
-    "wider, so it reads the newer row here. Fix both: pick the latest over the runs' ids, then filter",
-)
 def test_a_run_moved_out_of_a_fixed_baseline_leaves_its_score_with_it(histories: tuple[Store, float]) -> None:
-    """The property test's failing case, fixed (baseline [base, base + 1487 s); it fails with or
-    without sampling, so none here)."""
+    """The property test's failing case (baseline [base, base + 1487 s); it failed with or
+    without sampling, so none here): a run scored by one evaluator version, moved out of the
+    baseline, then scored by a second version at its new start. Its latest score is the
+    second's, outside the baseline, so the baseline holds neither; drift reads each window
+    apart, and picking the latest among the rows in the window's span kept the first's there."""
     store, base = histories
     query = early_baseline_question(base, now_s=19263)
     drift_settings = DriftSettings(max_samples=100_000)

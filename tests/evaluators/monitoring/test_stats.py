@@ -16,6 +16,8 @@ from trajectory_rows import insert_trajectories
 from agenttrail.collector.queries import QueryError
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
+from agenttrail.evaluators.monitoring.hourly import HourlyRollup
+from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 
 from .synthetic import Run, score_rows, store_runs, trajectory_row
@@ -165,6 +167,70 @@ def test_latest_version_counts_once_and_deleted_runs_not_at_all(stats_store: Any
     precision = row["metrics"]["trajectory_precision"]
     assert precision["count"] == 3
     assert precision["mean"] == pytest.approx((0.5 + 1.0 + 0.5) / 3)
+
+
+def moved_out_between_evaluator_versions(store: Any, base: float, rolled: bool) -> Run:
+    """Three runs in [base, base + 1 h) scored by evaluator version ev1 (precision 0.6, 0.5,
+    0.1); ev2 re-scores the second (0.9) and the third, which moved to base + 1 h 10 min first
+    (its root span arrived; 0.95 there). The third's latest score is outside the hour, its
+    ev1 score left under its old start. `rolled`: the hourly rollups hold the hours. Returns
+    the first run."""
+    kept, rescored, moved = (
+        Run(start=base + 60 * (i + 1), scores={"trajectory_precision": score})
+        for i, score in enumerate((0.6, 0.5, 0.1))
+    )
+    store_runs(store, [kept, rescored, moved])
+    moved_later = Run(
+        **{**moved.__dict__, "start": base + HOUR + 600, "scores": {"trajectory_precision": 0.95}}
+    )
+    insert_trajectories(store, [trajectory_row(moved_later, version=2)])
+    rescored = Run(**{**rescored.__dict__, "scores": {"trajectory_precision": 0.9}})
+    store.insert(
+        "scores",
+        [
+            *score_rows(rescored, evaluator_version="ev2", created=base + 2 * HOUR),
+            *score_rows(moved_later, evaluator_version="ev2", created=base + 2 * HOUR, revision=2),
+        ],
+    )
+    if rolled:
+        assert HourlyRollup(lambda: store).run_once() > 0
+    return kept
+
+
+@pytest.mark.parametrize("rolled", [False, True], ids=["raw", "hourly"])
+def test_a_run_moved_out_of_the_range_between_evaluator_versions_leaves_with_its_score(
+    stats_store: Any, rolled: bool
+) -> None:
+    """Stats of a range hold the latest score of each run in it, whichever version wrote it: a
+    run moved out between two versions' scores takes its score along (picking the latest among
+    the range's rows kept the first version's under its old start)."""
+    base = (time.time() // HOUR - 3) * HOUR
+    moved_out_between_evaluator_versions(stats_store, base, rolled)
+    [row] = query_stats(stats_store, StatsQuery(since=at(base), until=at(base + HOUR), bucket_s=HOUR))
+    assert row["runs"] == 2
+    assert row["metrics"]["trajectory_precision"] == {
+        "count": 2,
+        "mean": pytest.approx((0.6 + 0.9) / 2),
+        "std": pytest.approx(statistics.stdev([0.6, 0.9])),
+    }
+    [later] = query_stats(
+        stats_store, StatsQuery(since=at(base + HOUR), until=at(base + 2 * HOUR), bucket_s=HOUR)
+    )
+    assert later["metrics"]["trajectory_precision"] == {"count": 1, "mean": pytest.approx(0.95), "std": 0.0}
+
+
+@pytest.mark.parametrize("rolled", [False, True], ids=["raw", "hourly"])
+def test_the_reports_lowest_scored_runs_skip_a_run_moved_out_between_evaluator_versions(
+    stats_store: Any, rolled: bool
+) -> None:
+    """The moved run's old score (0.1, the lowest) is not its latest: the report's lowest-scored
+    run of the hour is the next one, not none (the old score was picked, then its run not found
+    in the hour)."""
+    base = (time.time() // HOUR - 3) * HOUR
+    kept = moved_out_between_evaluator_versions(stats_store, base, rolled)
+    report = report_rows(stats_store, ReportQuery(since=at(base), until=at(base + HOUR), worst=1))
+    lowest = [row for row in report if row["kind"] == "worst" and row["why"] == "lowest_scored"]
+    assert [(row["trace_id"], row["mean_score"]) for row in lowest] == [(kept.trace_id, pytest.approx(0.6))]
 
 
 def test_single_and_null_scores(stats_store: Any) -> None:

@@ -305,10 +305,11 @@ def _lowest_scored(
     if plan is not None and not params["multi_version"]:
         part = joined_plan(store, plan, score_where, clauses, params)
     if part is None:
-        sql = _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores_sql(score_where))
+        scores = scores_sql(score_where, multi_version=params["multi_version"])
+        sql = _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores)
         return store.query(sql, params)
     params = {**params, **part.params()}
-    raw = scores_sql([*score_where, part.in_gaps("RunStart")])
+    raw = scores_sql([*score_where, part.in_gaps("RunStart")], multi_version=params["multi_version"])
     rolled = " AND ".join((IN_FRESH, *clauses[2:]))
     picks = store.query(_LOWEST_PICKS.format(rolled=rolled, raw=raw), params)
     found = [(*run, mean) for _, _, _, mean, hour, *run in picks if hour]

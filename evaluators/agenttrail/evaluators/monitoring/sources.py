@@ -63,6 +63,8 @@ GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)
 """
 
 
+_RUN_HASH = "cityHash64(TraceId, RootSpanId)"
+
 # Which score of a run is its latest: the same one whatever order the rows are read in (a run's
 # scores may carry different run starts, when it moved after some were written).
 _LATEST = "(CreatedAt, EvaluatorVersion)"
@@ -110,7 +112,8 @@ def scores_sql(
     metric two evaluator versions scored takes each run's latest score over all its rows, and a
     condition that keeps some of a run's rows and drops others (one on RunStart, when the run
     moved) would change which is latest: that part takes `run_prewhere` instead, conditions on
-    the run's ids alone, which keep or drop all of a run's rows. `tables`: as for `runs_sql`.
+    the run's ids alone, which keep or drop all of a run's rows, and applies `where` to each
+    run's latest row (`_latest_of_each_run`). `tables`: as for `runs_sql`.
     `multi_version`: the parameter's value, if known here; when empty, the second part (which
     would read rows only to drop them all) is left out.
     """
@@ -119,7 +122,9 @@ def scores_sql(
     assert not agent_version or read.revised, "these scores carry no AgentVersion"
     # argMax skips a NULL argument (an older row's version would win): in a tuple it does not.
     version, latest_version = (
-        (", AgentVersion", f", argMax(tuple(AgentVersion), {_LATEST}).1") if agent_version else ("", "")
+        (", AgentVersion", f", argMax(tuple(AgentVersion), {_LATEST}).1 AS latest_version")
+        if agent_version
+        else ("", "")
     )
     if multi_version is not None and not multi_version:
         return f"""
@@ -127,15 +132,60 @@ SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {
 {_filtered(where, prewhere, read)}
 """
     single = _filtered((*where, "Metric NOT IN {multi_version:Array(String)}"), prewhere, read)
-    multiple = _filtered((*where, "Metric IN {multi_version:Array(String)}"), run_prewhere, read)
+    columns = f"TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version}"
     return f"""
-SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {table} FINAL
+SELECT {columns} FROM {table} FINAL
 {single}
 UNION ALL
-SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}), argMax(RunStart, {_LATEST}),
-    argMax(Agent, {_LATEST}), argMax(Task, {_LATEST}){latest_version}
-FROM {table} FINAL {multiple}
-GROUP BY TraceId, RootSpanId, Metric
+{_latest_of_each_run(where, run_prewhere, read, latest_version)}
+"""
+
+
+def _latest_of_each_run(
+    where: Sequence[str], run_prewhere: Sequence[str], read: Tables, latest_version: str
+) -> str:
+    """`scores_sql`'s multi-version part: each run's latest score over all its rows, then
+    `where`. Filtered first, a run moved out of the range between two versions' scores kept
+    the older one's, under its old start, in the range.
+
+    The runs are those with a row meeting `where` (a run kept has its latest row among them);
+    their rows are read by the run's ids, before FINAL, over the whole table (any start).
+    Where the tables have `revised` (every run stored more than once, migration 122): a run
+    stored once has one start, agent and task on all its rows, so `where` keeps all or none
+    of them and may filter first (the period's rows only); only the runs stored again (a few
+    percent) are read whole: a set of the period's ids cost 2 s CPU over a week of 1M runs."""
+    table = read.scores
+    multi = "Metric IN {multi_version:Array(String)}"
+    conditions = " AND ".join(where)
+    if read.revised is None:
+        named = f"SELECT TraceId, RootSpanId FROM {table} {_filtered((*where, multi), run_prewhere, read)}"
+        rows = _filtered(("1",), (multi, f"(TraceId, RootSpanId) IN ({named})", *run_prewhere), read)
+        return f"SELECT * FROM ({_grouped(table, rows, latest_version)}) WHERE {conditions}"
+    stored_again = f"(SELECT RunHash FROM {read.revised})"
+    revised = f"{_RUN_HASH} IN {stored_again}"
+    once = _filtered((*where, multi), (f"{_RUN_HASH} NOT IN {stored_again}", *run_prewhere), read)
+    in_period = _filtered((*where, multi), (revised, *run_prewhere), read)
+    named = f"SELECT TraceId, RootSpanId FROM {table} {in_period}"
+    again = _filtered(("1",), (multi, revised, f"(TraceId, RootSpanId) IN ({named})", *run_prewhere), read)
+    return (
+        f"{_grouped(table, once, latest_version)}\nUNION ALL\n"
+        f"SELECT * FROM ({_grouped(table, again, latest_version)}) WHERE {conditions}"
+    )
+
+
+def _grouped(table: str, rows: str, latest_version: str) -> str:
+    """Per (run, metric) of `table` FINAL's `rows` (its PREWHERE and WHERE), its latest row's
+    columns under `scores_sql`'s names (named apart inside: an alias may not name a column
+    that an aggregate of the same SELECT reads)."""
+    return f"""
+SELECT TraceId, RootSpanId, Metric, latest_score AS Score, latest_start AS RunStart, latest_agent AS Agent,
+    latest_task AS Task{", latest_version AS AgentVersion" if latest_version else ""}
+FROM (
+SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}) AS latest_score,
+    argMax(RunStart, {_LATEST}) AS latest_start, argMax(Agent, {_LATEST}) AS latest_agent,
+    argMax(Task, {_LATEST}) AS latest_task{latest_version}
+FROM {table} FINAL {rows}
+GROUP BY TraceId, RootSpanId, Metric)
 """
 
 

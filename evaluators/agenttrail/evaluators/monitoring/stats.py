@@ -305,7 +305,7 @@ def joined_plan(
     if joined is None:
         return None
     params = {**params, **joined.params()}
-    scores = scores_sql([*score_where, joined.in_gaps("RunStart")])
+    scores = scores_sql([*score_where, joined.in_gaps("RunStart")], multi_version=params["multi_version"])
     runs = runs_sql([*run_where, joined.in_gaps("Start")], "TraceId, RootSpanId")
     if not store.query(_STRAYS.format(scores=scores, runs=runs), params):
         return joined  # the usual case: no need to look for runs in the hours
@@ -383,7 +383,7 @@ def _score_rows(
         part = None if params["multi_version"] else joined_plan(store, plan, where, run_where, params)
         if part is not None:
             return _joined_score_rows(store, part, group_columns, where, run_where, params)
-    source = f"({scores_sql(where)}) AS s"
+    source = f"({scores_sql(where, multi_version=params['multi_version'])}) AS s"
     if joined:
         runs = runs_sql(run_where, "TraceId, RootSpanId, Model, AgentVersion")
         source += f" INNER JOIN ({runs}) AS r ON s.TraceId = r.TraceId AND s.RootSpanId = r.RootSpanId"
@@ -407,7 +407,10 @@ def _hourly_score_rows(
     params = {**params, **plan.params()}
     group_sql = _tail(group_columns)  # Task only: model and version groups join the runs
     rolled = " AND ".join((IN_FRESH, *where[2:], "Metric NOT IN {multi_version:Array(String)}"))
-    raw = scores_sql([*where, f"({plan.in_gaps('RunStart')} OR Metric IN {{multi_version:Array(String)}})"])
+    raw = scores_sql(
+        [*where, f"({plan.in_gaps('RunStart')} OR Metric IN {{multi_version:Array(String)}})"],
+        multi_version=params["multi_version"],
+    )
     sql = (
         f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
         "FROM ("
@@ -437,7 +440,7 @@ def _joined_score_rows(
         f", {'s.Task' if column == 'Task' else 'r.' + column} AS {column}" for column in group_columns
     )
     rolled = " AND ".join((IN_FRESH, *where[2:]))
-    scores = scores_sql([*where, plan.in_gaps("RunStart")])
+    scores = scores_sql([*where, plan.in_gaps("RunStart")], multi_version=params["multi_version"])
     runs = runs_sql([*run_where, plan.in_gaps("Start")], "TraceId, RootSpanId, Model, AgentVersion")
     sql = (
         f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
