@@ -137,12 +137,12 @@ SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {
 SELECT {columns} FROM {table} FINAL
 {single}
 UNION ALL
-{_latest_of_each_run(where, run_prewhere, read, latest_version)}
+{_latest_of_each_run(where, run_prewhere, read, latest_version, columns)}
 """
 
 
 def _latest_of_each_run(
-    where: Sequence[str], run_prewhere: Sequence[str], read: Tables, latest_version: str
+    where: Sequence[str], run_prewhere: Sequence[str], read: Tables, latest_version: str, columns: str
 ) -> str:
     """`scores_sql`'s multi-version part: each run's latest score over all its rows, then
     `where`. Filtered first, a run moved out of the range between two versions' scores kept
@@ -153,7 +153,10 @@ def _latest_of_each_run(
     Where the tables have `revised` (every run stored more than once, migration 122): a run
     stored once has one start, agent and task on all its rows, so `where` keeps all or none
     of them and may filter first (the period's rows only); only the runs stored again (a few
-    percent) are read whole: a set of the period's ids cost 2 s CPU over a week of 1M runs."""
+    percent) are read whole: a set of the period's ids cost 2 s CPU over a week of 1M runs.
+    And of the runs stored once, only those whose start lies where two versions' scores of the
+    metric overlap (`_overlap_bounds`) can have two rows: the rest are read as they are, without
+    grouping (a second version that re-scored the last day of a week groups a seventh of it)."""
     table = read.scores
     multi = "Metric IN {multi_version:Array(String)}"
     conditions = " AND ".join(where)
@@ -163,14 +166,34 @@ def _latest_of_each_run(
         return f"SELECT * FROM ({_grouped(table, rows, latest_version)}) WHERE {conditions}"
     stored_again = f"(SELECT RunHash FROM {read.revised})"
     revised = f"{_RUN_HASH} IN {stored_again}"
-    once = _filtered((*where, multi), (f"{_RUN_HASH} NOT IN {stored_again}", *run_prewhere), read)
+    stored_once = (f"{_RUN_HASH} NOT IN {stored_again}", *run_prewhere)
+    bounds = _overlap_bounds(table, _filtered((*where, multi), run_prewhere, read))
+    overlapping = f"RunStart BETWEEN {bounds}.1[Metric] AND {bounds}.2[Metric]"
+    alone = _filtered((*where, multi, f"NOT ({overlapping})"), stored_once, read)
+    once = _filtered((*where, multi, overlapping), stored_once, read)
     in_period = _filtered((*where, multi), (revised, *run_prewhere), read)
     named = f"SELECT TraceId, RootSpanId FROM {table} {in_period}"
     again = _filtered(("1",), (multi, revised, f"(TraceId, RootSpanId) IN ({named})", *run_prewhere), read)
     return (
+        f"SELECT {columns} FROM {table} FINAL {alone}\nUNION ALL\n"
         f"{_grouped(table, once, latest_version)}\nUNION ALL\n"
         f"SELECT * FROM ({_grouped(table, again, latest_version)}) WHERE {conditions}"
     )
+
+
+def _overlap_bounds(table: str, rows: str) -> str:
+    """A scalar subquery: two maps, metric -> the first and the last start at which two of its
+    evaluator versions' start ranges overlap among `rows` (read without FINAL, so a superset):
+    the second smallest of the versions' first starts, the second largest of their last. A run
+    stored once has all its rows at one start, so one outside these has one version's rows."""
+    return f"""(
+SELECT (CAST((groupArray(Metric), groupArray(low)) AS Map(String, DateTime64(6))),
+        CAST((groupArray(Metric), groupArray(high)) AS Map(String, DateTime64(6))))
+FROM (
+    SELECT Metric, arraySort(groupArray(first))[2] AS low, arrayReverseSort(groupArray(last))[2] AS high
+    FROM (SELECT Metric, EvaluatorVersion, min(RunStart) AS first, max(RunStart) AS last FROM {table} {rows}
+          GROUP BY Metric, EvaluatorVersion)
+    GROUP BY Metric HAVING count() > 1))"""
 
 
 def _grouped(table: str, rows: str, latest_version: str) -> str:
