@@ -61,6 +61,10 @@ class BackgroundLoop:
     def count_failure(self, message: str) -> None:
         """Record a failed cycle in the subclass's own counters."""
 
+    def next_wait_s(self) -> float:
+        """How long to wait for a wake-up after a cycle; subclasses may back off while idle."""
+        return self._poll_interval_s
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
         self._thread.start()
@@ -101,5 +105,5 @@ class BackgroundLoop:
                 self.count_failure(repr(exc))
                 log.exception("%s failed unexpectedly, will retry", self._what)
                 self._stop.wait(1.0)
-            self._wake.wait(self._poll_interval_s)
+            self._wake.wait(self.next_wait_s())
             self._wake.clear()

@@ -1,0 +1,66 @@
+"""An idle evaluator polls less: each cycle that decides nothing doubles the wait before the next
+(up to `idle_wait_max_s`, within the heartbeats' liveness window), and work or a wake-up (the
+assembler's, in the same process) brings it back to the poll interval, so scoring lag does not
+grow with the idle wait."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from otlp_builders import new_trace_id
+from trajectory_rows import agent_run, store_runs
+
+from agenttrail.collector.schema import migrate
+from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
+from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
+
+
+def decided(store: Any) -> set[str]:
+    return {row[0] for row in store.query("SELECT DISTINCT TraceId FROM evaluation_decisions")}
+
+
+def new_run(store: Any) -> str:
+    trace = new_trace_id()
+    store_runs(store, [agent_run(start=time.time() - 60, trace_id=trace, task="t", tools=["lookup"])])
+    return trace
+
+
+def test_idle_cycles_back_off_and_work_or_a_wake_up_resets_the_wait(store: Any) -> None:
+    migrate(store, EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(poll_interval_s=0.25))
+    assert worker.idle_wait_max_s == 2.0  # heartbeats every 1 s: liveness is 5 s
+    waits = []
+    for _ in range(5):
+        worker.cycle()
+        waits.append(worker.next_wait_s())
+    assert waits == [0.5, 1.0, 2.0, 2.0, 2.0]
+    new_run(store)
+    worker.cycle()  # decided a run: back to the poll interval
+    assert worker.next_wait_s() == 0.25
+    worker.cycle()
+    assert worker.next_wait_s() == 0.5
+    worker.wake()
+    assert worker.next_wait_s() == 0.25
+
+
+def test_a_backed_off_worker_scores_at_once_when_woken(store: Any) -> None:
+    """The sidecar wakes the evaluator after each assembly: a run written then is scored without
+    waiting out the idle wait (here made far longer than the test's deadline)."""
+    migrate(store, EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(poll_interval_s=0.05))
+    worker.idle_wait_max_s = 3600.0
+    for _ in range(20):
+        worker.cycle()
+    assert worker.next_wait_s() == 3600.0, "idle cycles did not back off"
+    worker.start()  # its first cycle finds nothing: it now waits an hour unless woken
+    try:
+        time.sleep(0.5)
+        trace = new_run(store)
+        worker.wake()
+        deadline = time.monotonic() + 30
+        while trace not in decided(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert trace in decided(store)
+    finally:
+        worker.stop()
