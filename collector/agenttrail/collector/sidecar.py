@@ -192,6 +192,7 @@ class Sidecar:
             idle_timeout_s=config.idle_timeout_s,
             max_query_memory=config.assembly_max_memory_bytes,
             max_traces_per_query=config.assembly_max_traces,
+            max_pending_traces=config.assembly_max_pending_traces,
         )
         self.assembler.listeners.extend(self.on_assembled)
         self.pipeline = IngestPipeline(
