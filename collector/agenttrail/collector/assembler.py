@@ -376,14 +376,29 @@ class Assembler(BackgroundLoop):
             self._unrecorded.update(unrecorded)
             for entry in self._pending.values():
                 entry.window_from = None
-            for overflow in self._overflow:
-                overflow.window_from = None
-            for trace_id, last_arrival, has_agent in rows:
+            # Every trace of the replay's ranges arrived within the lookback: it is among the rows.
+            self._overflow.clear()
+            rows.sort(key=lambda row: int(row[1]))  # oldest first: held, the rest in ranges
+            for index, (trace_id, last_arrival, has_agent) in enumerate(rows):
+                if trace_id not in self._pending and len(self._pending) >= self.max_pending_traces:
+                    self._overflow_recovered(rows[index:])
+                    break
                 self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent), None)
             self._last_stored = time.time()
         if rows:
             log.info("resuming assembly of %d trace(s) from before the restart", len(rows))
         return len(rows)
+
+    def _overflow_recovered(self, rows: list[tuple[Any, ...]]) -> None:
+        """Recovered traces beyond the bound (sorted by last arrival) as ranges of their last
+        arrivals, half the bound each (under the lock). A range read back also finds a trace
+        whose arrival in it was not its last: assembled then, and again for its later range."""
+        step = max(self.max_pending_traces // 2, 1)
+        for start in range(0, len(rows), step):
+            part = rows[start : start + step]
+            self._overflow.append(_Overflow(int(part[0][1]) / 1e6, int(part[-1][1]) / 1e6, len(part), None))
+            self._overflow[-1].reading = True  # closed: new batches start ranges of their own
+        self.overflowed_traces += len(rows)
 
     def _measure_clock(self) -> None:
         """Widen the window's margin by how far ClickHouse's clock is behind ours (a server)."""
