@@ -140,3 +140,5 @@ def test_serve_bounds_the_assemblers_memory_by_the_setting(collector_with: Any) 
     sidecar = collector_with(assembly_max_pending_traces=7)
     assert sidecar.assembler is not None
     assert sidecar.assembler.max_pending_traces == 7
+    detail = sidecar.health()[1]
+    assert (detail["pending_traces_held"], detail["traces_not_held"]) == (0, 0)
