@@ -132,6 +132,42 @@ def test_a_held_trace_notified_again_while_others_wait_outside_memory_stays_held
     assert tools == 1
 
 
+def test_a_trace_in_two_ranges_is_assembled_once_with_both_batches(store: Any, tmp_path: Path) -> None:
+    """Room for two: a trace whose first batch went to one range and its second to a later one
+    is read back with its last arrival, so it is assembled once from both batches, not a second
+    time (revision 2) when the later range is read."""
+    assembler = Assembler(
+        store.clone(), quiet_period_s=0.0, idle_timeout_s=0.0, max_pending_traces=2, sql_min_traces=1
+    )
+    assembler.recover()
+    pipeline = IngestPipeline(
+        store.clone(), tmp_path / "spool", batch_max_rows=4, flush_interval_s=30, on_stored=assembler.notify
+    )
+    a, b, c, split, d = (new_trace_id() for _ in range(5))
+    root = new_span_id()
+    pipeline.accept(agent_trace(a))
+    pipeline.accept(agent_trace(b))  # batch 1 (four spans): held
+    pipeline.accept(agent_trace(c))
+    lookup = tool_span(split, new_span_id(), root, "lookup", 10, 20)
+    pipeline.accept(request(agent_span(split, root, 0, 100), lookup).SerializeToString())  # batch 2
+    refund = tool_span(split, new_span_id(), root, "refund", 30, 40)
+    email = tool_span(split, new_span_id(), root, "email", 50, 60)
+    pipeline.accept(request(refund, email).SerializeToString())
+    pipeline.accept(agent_trace(d))  # batch 3: a range of its own
+    store_batches(pipeline, [])
+    assert (assembler.held_count, assembler.overflowed_traces) == (2, 4)
+    for _ in range(10):
+        if assembler.pending_count == 0:
+            break
+        assembler.assemble_due()
+    assert assembler.pending_count == 0
+    found = runs_by_trace(store, [a, b, c, split, d])
+    assert found[split] == [(1, 0)]
+    [(tools,)] = store.query("SELECT ToolCount FROM trajectories WHERE TraceId = {t:String}", {"t": split})
+    assert tools == 3
+    assert {trace: found[trace] for trace in (a, b, c, d)} == {trace: [(1, 0)] for trace in (a, b, c, d)}
+
+
 def test_serve_bounds_the_assemblers_memory_by_the_setting(collector_with: Any) -> None:
     """`assembly_max_pending_traces` reaches the assembler; its default is the assembler's own."""
     [setting] = [s for s in COLLECTOR.settings if s.name == "assembly_max_pending_traces"]

@@ -132,9 +132,13 @@ WHERE a.last_arrival > s.done
 _RECOVERY_QUERY = _ARRIVED_NOT_ASSEMBLED.replace(
     "{where}", "ArrivedAt >= now64(6) - toIntervalSecond({lookback:UInt32})"
 )
-# What an overflow range holds: the traces of batches notified between two arrival times.
+# What an overflow range holds: the traces of batches notified between two arrival times, each
+# with its last arrival since (a later batch of the trace, in a later range, is assembled with
+# this one, not as a second revision).
 _OVERFLOW_QUERY = _ARRIVED_NOT_ASSEMBLED.replace(
-    "{where}", "ArrivedAt >= {since:DateTime64(6)} AND ArrivedAt <= {until:DateTime64(6)}"
+    "{where}",
+    "ArrivedAt >= {since:DateTime64(6)} AND TraceId IN (SELECT TraceId FROM trace_arrivals "
+    "WHERE ArrivedAt >= {since:DateTime64(6)} AND ArrivedAt <= {until:DateTime64(6)})",
 )
 # Traces held in memory at most (Assembler's max_pending_traces; the config's
 # assembly_max_pending_traces): ~300 bytes of Python each (the id, the entry, the dict's slot).
@@ -391,8 +395,7 @@ class Assembler(BackgroundLoop):
 
     def _overflow_recovered(self, rows: list[tuple[Any, ...]]) -> None:
         """Recovered traces beyond the bound (sorted by last arrival) as ranges of their last
-        arrivals, half the bound each (under the lock). A range read back also finds a trace
-        whose arrival in it was not its last: assembled then, and again for its later range."""
+        arrivals, half the bound each (under the lock)."""
         step = max(self.max_pending_traces // 2, 1)
         for start in range(0, len(rows), step):
             part = rows[start : start + step]
