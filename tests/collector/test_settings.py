@@ -94,7 +94,8 @@ def test_unknown_collector_key_names_it_the_section_and_a_close_one(tmp_path: Pa
         ConfigError,
         match=rf"config file {file}: unknown setting\(s\) \['quiet_periods'\] in section 'collector' "
         r"\(did you mean 'quiet_period_s' for 'quiet_periods'\?\); "
-        r"known: \['assembly_max_memory_bytes', 'assembly_max_traces', 'background_nice', 'batch_max_spans'",
+        r"known: \['assembly_max_memory_bytes', 'assembly_max_pending_traces', 'assembly_max_traces', "
+        r"'background_nice', 'batch_max_spans'",
     ):
         load_settings(config_file=file, environ={})
 

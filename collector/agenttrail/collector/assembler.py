@@ -7,7 +7,11 @@ with a higher `Revision`, which is how evaluators know to re-score it. Runs that
 re-assembly (e.g. a late agent span replaces a fallback root) are written as deletions.
 
 What is pending lives in memory and is rebuilt after a restart from `trace_arrivals` and
-`assembled_traces`, so no trace is left unassembled. A trace whose runs were stored but not its
+`assembled_traces`, so no trace is left unassembled. In memory it holds at most
+`max_pending_traces` traces: while assembly is behind (a sustained overload stores faster than it
+assembles), a batch's new traces beyond that are not held, only the range of arrival times they
+came in, and are read back from `trace_arrivals` as room frees, oldest first (the same
+rediscovery recover() does, for that range only). A trace whose runs were stored but not its
 state (a crash between the two writes) is re-assembled as a new revision of those runs.
 
 What a chunk looks up costs about the same on a store of millions of traces as on a fresh one
@@ -23,6 +27,7 @@ holds (stored by another sidecar, or before the restart), is looked up by id in
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import math
@@ -107,13 +112,11 @@ _RANGES_BY_ID = """
 SELECT TraceId, toUnixTimestamp64Milli(min(SpansFrom)), toUnixTimestamp64Milli(max(SpansUntil))
 FROM otel_traces_trace_id_ts WHERE TraceId IN {ids:Array(String)} GROUP BY TraceId
 """
-# The states of the lookback's traces only, found by their hash (assembled_traces' key): the
-# table keeps every trace ever assembled, and grouping all of it held ~2 GB at 8,000,000 states.
-_RECOVERY_QUERY = """
-WITH arrived AS (
-    SELECT TraceId, ArrivedAt, HasAgent FROM trace_arrivals
-    WHERE ArrivedAt >= now64(6) - toIntervalSecond({lookback:UInt32})
-)
+# Traces that arrived (in `trace_arrivals`, as `arrived` filters them) after they were last
+# assembled, found by their hash in assembled_traces (its key): the table keeps every trace ever
+# assembled, and grouping all of it held ~2 GB at 8,000,000 states.
+_ARRIVED_NOT_ASSEMBLED = """
+WITH arrived AS (SELECT TraceId, ArrivedAt, HasAgent FROM trace_arrivals WHERE {where})
 SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent
 FROM (
     SELECT TraceId, max(ArrivedAt) AS last_arrival, max(HasAgent) AS has_agent FROM arrived GROUP BY TraceId
@@ -125,6 +128,22 @@ LEFT JOIN (
 ) AS s ON a.TraceId = s.TraceId
 WHERE a.last_arrival > s.done
 """
+# What recover() resumes: the lookback's traces.
+_RECOVERY_QUERY = _ARRIVED_NOT_ASSEMBLED.replace(
+    "{where}", "ArrivedAt >= now64(6) - toIntervalSecond({lookback:UInt32})"
+)
+# What an overflow range holds: the traces of batches notified between two arrival times, each
+# with its last arrival since (a later batch of the trace, in a later range, is assembled with
+# this one, not as a second revision).
+_OVERFLOW_QUERY = _ARRIVED_NOT_ASSEMBLED.replace(
+    "{where}",
+    "ArrivedAt >= {since:DateTime64(6)} AND TraceId IN (SELECT TraceId FROM trace_arrivals "
+    "WHERE ArrivedAt >= {since:DateTime64(6)} AND ArrivedAt <= {until:DateTime64(6)})",
+)
+# Traces held in memory at most (Assembler's max_pending_traces; the config's
+# assembly_max_pending_traces): ~300 bytes of Python each (the id, the entry, the dict's slot).
+# Under bench_overload's 4x the backlog grew by ~2,800 traces a second, 115,000 after 40 s.
+MAX_PENDING_TRACES = 20_000
 # Recovered traces whose runs are stored but whose state is not: a crash came between the two
 # writes. Their next assembly is a re-assembly of these runs (Revision + 1, deletions for runs
 # that vanished), not a second first assembly, which would leave the first runs counted.
@@ -146,6 +165,18 @@ class _Pending:
     # When the writer notified the batch stored before this round's first one: every span of
     # the round was stored after it. None: unknown (the round began before recover()).
     window_from: float | None
+
+
+@dataclass(slots=True)
+class _Overflow:
+    """Batches whose new traces were not held in memory: notified from `first` to `last`
+    (their arrival times, as `trace_arrivals` stores them), `traces` new traces in all."""
+
+    first: float
+    last: float
+    traces: int
+    window_from: float | None  # the batch notified before `first` (every round here began after it)
+    reading: bool = False  # being read back: later batches start a range of their own
 
 
 def even_chunk(remaining: int, most: int) -> int:
@@ -212,6 +243,9 @@ class Assembler(BackgroundLoop):
         # bench_assembly, of 1,000: ~2,400). Its memory grows with the chunk too, which
         # max_query_memory bounds.
         max_traces_per_query: int = MAX_TRACES_PER_QUERY,
+        # Most traces held in memory; a batch's new traces beyond it are read back from
+        # trace_arrivals as room frees (nothing is dropped; a single batch is read back whole).
+        max_pending_traces: int = MAX_PENDING_TRACES,
         recovery_lookback_s: int = 86_400,
         sql_assembly: bool = True,
         sql_min_traces: int = SQL_MIN_TRACES,
@@ -235,6 +269,12 @@ class Assembler(BackgroundLoop):
         self.memory_refusals = 0
         self._recovery_lookback_s = recovery_lookback_s
         self._pending: dict[str, _Pending] = {}
+        self.max_pending_traces = max(max_pending_traces, 1)
+        # Arrival ranges of the new traces not held, oldest first; while any is left, every new
+        # trace goes to one (so they are assembled in the order they came).
+        self._overflow: collections.deque[_Overflow] = collections.deque()
+        self.overflowed_traces = 0  # new traces not held in memory when notified
+        self.reread_traces = 0  # traces read back from trace_arrivals for those ranges
         # The arrival time of the last batch notified (None before the first, or recover()).
         self._last_stored: float | None = None
         self.clock_margin_s = max(clock_margin_s, 0.001)
@@ -263,15 +303,65 @@ class Assembler(BackgroundLoop):
         now = time.monotonic()
         with self._lock:
             window_from = self._last_stored
+            held = not self._overflow
+            not_held = 0
             for trace_id, has_agent in traces.items():
                 entry = self._pending.get(trace_id)
-                if entry is None:
-                    self._pending[trace_id] = _Pending(arrived_at, now, has_agent, window_from)
-                else:
+                if entry is not None:
                     entry.last_arrival = max(entry.last_arrival, arrived_at)
                     entry.seen_monotonic = now
                     entry.has_agent = entry.has_agent or has_agent
+                elif held and len(self._pending) < self.max_pending_traces:
+                    self._pending[trace_id] = _Pending(arrived_at, now, has_agent, window_from)
+                else:
+                    held = False
+                    not_held += 1
+            if not_held:
+                self._overflow_batch(arrived_at, not_held, window_from)
             self._last_stored = arrived_at if window_from is None else max(window_from, arrived_at)
+
+    def _overflow_batch(self, arrived_at: float, traces: int, window_from: float | None) -> None:
+        """Note a batch's new traces not held (under the lock): the last range grows by it up to
+        half the bound, so each range can be read back once half of it is free."""
+        self.overflowed_traces += traces
+        last = self._overflow[-1] if self._overflow else None
+        if last is not None and not last.reading and last.traces + traces <= self.max_pending_traces // 2:
+            last.last = arrived_at
+            last.traces += traces
+        else:
+            self._overflow.append(_Overflow(arrived_at, arrived_at, traces, window_from))
+
+    def _read_back_overflow(self) -> None:
+        """Hold the oldest ranges' traces again while they fit under the bound (one range at a
+        time, whatever its size, when nothing is held): from trace_arrivals, as recover() does,
+        each with its quiet period counted from its last arrival."""
+        while True:
+            with self._lock:
+                if not self._overflow:
+                    return
+                head = self._overflow[0]
+                if self._pending and len(self._pending) + head.traces > self.max_pending_traces:
+                    return
+                head.reading = True
+            rows = self._store.query(_OVERFLOW_QUERY, {"since": _ts6(head.first), "until": _ts6(head.last)})
+            now, wall = time.monotonic(), time.time()
+            with self._lock:
+                for trace_id, last_arrival_us, has_agent in rows:
+                    last_arrival = last_arrival_us / 1e6
+                    seen = now - max(0.0, wall - last_arrival)
+                    entry = self._pending.get(trace_id)
+                    if entry is None:
+                        entry = _Pending(last_arrival, seen, bool(has_agent), head.window_from)
+                        self._pending[trace_id] = entry
+                    else:  # held already: it was pending when this batch came, or an earlier range had it
+                        entry.last_arrival = max(entry.last_arrival, last_arrival)
+                        entry.has_agent = entry.has_agent or bool(has_agent)
+                        if entry.window_from is not None:
+                            entry.window_from = (
+                                None if head.window_from is None else min(entry.window_from, head.window_from)
+                            )
+                self._overflow.popleft()
+                self.reread_traces += len(rows)
 
     def recover(self) -> int:
         """Re-queue traces that arrived but were not assembled before a restart. Runs before
@@ -290,12 +380,28 @@ class Assembler(BackgroundLoop):
             self._unrecorded.update(unrecorded)
             for entry in self._pending.values():
                 entry.window_from = None
-            for trace_id, last_arrival, has_agent in rows:
+            # Every trace of the replay's ranges arrived within the lookback: it is among the rows.
+            self._overflow.clear()
+            rows.sort(key=lambda row: int(row[1]))  # oldest first: held, the rest in ranges
+            for index, (trace_id, last_arrival, has_agent) in enumerate(rows):
+                if trace_id not in self._pending and len(self._pending) >= self.max_pending_traces:
+                    self._overflow_recovered(rows[index:])
+                    break
                 self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent), None)
             self._last_stored = time.time()
         if rows:
             log.info("resuming assembly of %d trace(s) from before the restart", len(rows))
         return len(rows)
+
+    def _overflow_recovered(self, rows: list[tuple[Any, ...]]) -> None:
+        """Recovered traces beyond the bound (sorted by last arrival) as ranges of their last
+        arrivals, half the bound each (under the lock)."""
+        step = max(self.max_pending_traces // 2, 1)
+        for start in range(0, len(rows), step):
+            part = rows[start : start + step]
+            self._overflow.append(_Overflow(int(part[0][1]) / 1e6, int(part[-1][1]) / 1e6, len(part), None))
+            self._overflow[-1].reading = True  # closed: new batches start ranges of their own
+        self.overflowed_traces += len(rows)
 
     def _measure_clock(self) -> None:
         """Widen the window's margin by how far ClickHouse's clock is behind ours (a server)."""
@@ -311,6 +417,15 @@ class Assembler(BackgroundLoop):
 
     @property
     def pending_count(self) -> int:
+        """Traces waiting for assembly: held in memory, and in ranges not held (a trace
+        notified in several of those batches counts once for each)."""
+        with self._lock:
+            return len(self._pending) + sum(overflow.traces for overflow in self._overflow)
+
+    @property
+    def held_count(self) -> int:
+        """Traces held in memory (at most max_pending_traces, but for one batch's read back
+        whole)."""
         with self._lock:
             return len(self._pending)
 
@@ -320,7 +435,7 @@ class Assembler(BackgroundLoop):
         """Wait until nothing is pending (tests and the demo use this)."""
         deadline = time.monotonic() + timeout_s
         with self._idle:
-            while self._pending or self._busy:
+            while self._pending or self._overflow or self._busy:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
@@ -348,6 +463,8 @@ class Assembler(BackgroundLoop):
 
     def assemble_due(self) -> int:
         """Assemble every trace that is due now; returns the number of runs written."""
+        if self._overflow:
+            self._read_back_overflow()
         due = self._due(time.monotonic())
         if not due:
             return 0

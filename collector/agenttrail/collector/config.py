@@ -78,6 +78,13 @@ SETTINGS: tuple[Setting, ...] = (
         "traces one assembly query assembles at most when behind (memory grows with it)",
     ),
     Setting(
+        "assembly_max_pending_traces",
+        POSITIVE_INT,
+        20_000,
+        "traces waiting for assembly held in memory (~300 bytes each); while assembly is behind, "
+        "the rest are read back from trace_arrivals as room frees",
+    ),
+    Setting(
         "engine_dirty_decay_ms",
         COUNT,
         1000,
@@ -197,6 +204,7 @@ class SidecarConfig:
     insert_block_spans: int = 8192
     assembly_max_memory_bytes: int = 256 * 1024 * 1024
     assembly_max_traces: int = 2000  # assembler.MAX_TRACES_PER_QUERY
+    assembly_max_pending_traces: int = 20_000  # assembler.MAX_PENDING_TRACES
     engine_dirty_decay_ms: int = 1000
     engine_oversize_threshold_bytes: int = 2 * 1024 * 1024
     malloc_arena_max: int = 0  # off: ~1 ms more ack p50 for ~25 MiB (docs/performance.md, rss19)

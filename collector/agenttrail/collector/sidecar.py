@@ -226,6 +226,7 @@ class Sidecar:
             idle_timeout_s=config.idle_timeout_s,
             max_query_memory=config.assembly_max_memory_bytes,
             max_traces_per_query=config.assembly_max_traces,
+            max_pending_traces=config.assembly_max_pending_traces,
         )
         self.assembler.listeners.extend(self.on_assembled)
         self.pipeline = IngestPipeline(
@@ -366,6 +367,10 @@ class Sidecar:
             "stored_spans": self.pipeline.counters.stored_spans if self.pipeline else 0,
             "rejected_spans": self.pipeline.counters.rejected_spans if self.pipeline else 0,
             "pending_traces": self.assembler.pending_count if self.assembler else 0,
+            # Of those, held in memory (assembly_max_pending_traces), and how many new traces
+            # were not held since start (read back from trace_arrivals as room freed).
+            "pending_traces_held": self.assembler.held_count if self.assembler else 0,
+            "traces_not_held": self.assembler.overflowed_traces if self.assembler else 0,
             "dead_workers": dead,
         }
         ready = True

@@ -1,0 +1,180 @@
+"""The assembler holds at most `max_pending_traces` traces in memory: while it is behind, a
+batch's new traces beyond that wait in `trace_arrivals` (what the writer stores before it
+notifies) and are read back as room frees, oldest first. Nothing is lost or assembled twice, and
+a restart still finds what was not assembled (recover()), held in memory or not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+
+from agenttrail.collector import assembler as assembler_module
+from agenttrail.collector.assembler import Assembler
+from agenttrail.collector.config import COLLECTOR, SidecarConfig
+from agenttrail.collector.ingest import IngestPipeline
+
+
+def agent_trace(trace_id: str) -> bytes:
+    root = new_span_id()
+    return request(
+        agent_span(trace_id, root, 0, 100), tool_span(trace_id, new_span_id(), root, "lookup", 10, 20)
+    ).SerializeToString()
+
+
+def runs_by_trace(store: Any, traces: list[str]) -> dict[str, list[tuple[int, int]]]:
+    """Each trace's stored versions of its runs (revision, deleted), every row, not FINAL."""
+    rows = store.query(
+        "SELECT TraceId, Revision, IsDeleted FROM trajectories WHERE TraceId IN {ids:Array(String)} "
+        "ORDER BY TraceId, Revision",
+        {"ids": traces},
+    )
+    found: dict[str, list[tuple[int, int]]] = {trace: [] for trace in traces}
+    for trace_id, revision, deleted in rows:
+        found[trace_id].append((int(revision), int(deleted)))
+    return found
+
+
+def store_batches(pipeline: IngestPipeline, batches: list[list[str]]) -> None:
+    """Each batch of traces sent, then stored by the real writer (which records their arrivals
+    and notifies the assembler) one spool segment, so one batch, at a time: the pipeline's
+    batch_max_rows is a batch's spans."""
+    for batch in batches:
+        for trace_id in batch:
+            pipeline.accept(agent_trace(trace_id))
+    pipeline.start()
+    assert pipeline.flush(60)
+    pipeline.stop()
+
+
+def test_traces_beyond_the_bound_are_read_back_from_their_arrivals_and_each_assembled_once(
+    store: Any, tmp_path: Path
+) -> None:
+    """Five batches of three new traces with room for four in memory: the first batch is held
+    and one trace of the second, the other ten wait as arrival ranges (counted as pending); the
+    assembler reads them back a range at a time, never holding more than four, and every trace
+    gets one run, revision 1."""
+    assembler = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=4, sql_min_traces=1)
+    assembler.recover()
+    pipeline = IngestPipeline(
+        store.clone(), tmp_path / "spool", batch_max_rows=6, flush_interval_s=30, on_stored=assembler.notify
+    )
+    batches = [[new_trace_id() for _ in range(3)] for _ in range(5)]
+    store_batches(pipeline, batches)
+    assert assembler.held_count == 4
+    assert assembler.overflowed_traces == 11  # the second batch's two not held, then all nine
+    assert assembler.pending_count == 15
+    held_while_assembling: list[int] = []
+    assembler.listeners.append(lambda: held_while_assembling.append(assembler.held_count))
+    for _ in range(20):
+        if assembler.pending_count == 0:
+            break
+        assembler.assemble_due()
+    assert assembler.pending_count == 0
+    assert assembler.reread_traces == 11
+    assert held_while_assembling
+    assert max(held_while_assembling) <= 4
+    traces = [trace for batch in batches for trace in batch]
+    assert runs_by_trace(store, traces) == {trace: [(1, 0)] for trace in traces}
+    assert assembler.wait_idle(1)
+
+
+def test_what_was_not_held_is_found_by_recover_after_a_restart(store: Any, tmp_path: Path) -> None:
+    """A sidecar killed while traces wait outside memory: the next start's recover() finds them
+    all from their arrivals (none of them was assembled), held by the first run or not, and
+    holds the oldest within its own bound, the rest as ranges read back later."""
+    first = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=2, sql_min_traces=1)
+    first.recover()
+    pipeline = IngestPipeline(
+        store.clone(), tmp_path / "spool", batch_max_rows=4, flush_interval_s=30, on_stored=first.notify
+    )
+    batches = [[new_trace_id() for _ in range(2)] for _ in range(3)]
+    store_batches(pipeline, batches)
+    assert (first.held_count, first.overflowed_traces) == (2, 4)
+    # -- killed before assembling anything; restart, with room for three --
+    second = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=3, sql_min_traces=1)
+    assert second.recover() == 6
+    assert (second.held_count, second.pending_count) == (3, 6)
+    for _ in range(10):
+        if second.pending_count == 0:
+            break
+        second.assemble_due()
+    assert second.pending_count == 0
+    traces = [trace for batch in batches for trace in batch]
+    assert runs_by_trace(store, traces) == {trace: [(1, 0)] for trace in traces}
+
+
+def test_a_held_trace_notified_again_while_others_wait_outside_memory_stays_held(
+    store: Any, tmp_path: Path
+) -> None:
+    """The bound is on new traces: a held trace's later batch updates it in memory (its run is
+    assembled once, from both batches) even while new traces go to arrival ranges."""
+    assembler = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=2, sql_min_traces=1)
+    assembler.recover()
+    pipeline = IngestPipeline(
+        store.clone(), tmp_path / "spool", batch_max_rows=3, flush_interval_s=30, on_stored=assembler.notify
+    )
+    held, late, waiting = new_trace_id(), new_trace_id(), new_trace_id()
+    root = new_span_id()
+    pipeline.accept(request(agent_span(held, root, 0, 100)).SerializeToString())
+    pipeline.accept(agent_trace(late))
+    pipeline.accept(agent_trace(waiting))
+    pipeline.accept(request(tool_span(held, new_span_id(), root, "lookup", 10, 20)).SerializeToString())
+    store_batches(pipeline, [])
+    assert (assembler.held_count, assembler.overflowed_traces) == (2, 1)
+    for _ in range(10):
+        if assembler.pending_count == 0:
+            break
+        assembler.assemble_due()
+    assert runs_by_trace(store, [held, late, waiting]) == {held: [(1, 0)], late: [(1, 0)], waiting: [(1, 0)]}
+    [(tools,)] = store.query("SELECT ToolCount FROM trajectories WHERE TraceId = {t:String}", {"t": held})
+    assert tools == 1
+
+
+def test_a_trace_in_two_ranges_is_assembled_once_with_both_batches(store: Any, tmp_path: Path) -> None:
+    """Room for two: a trace whose first batch went to one range and its second to a later one
+    is read back with its last arrival, so it is assembled once from both batches, not a second
+    time (revision 2) when the later range is read."""
+    assembler = Assembler(
+        store.clone(), quiet_period_s=0.0, idle_timeout_s=0.0, max_pending_traces=2, sql_min_traces=1
+    )
+    assembler.recover()
+    pipeline = IngestPipeline(
+        store.clone(), tmp_path / "spool", batch_max_rows=4, flush_interval_s=30, on_stored=assembler.notify
+    )
+    a, b, c, split, d = (new_trace_id() for _ in range(5))
+    root = new_span_id()
+    pipeline.accept(agent_trace(a))
+    pipeline.accept(agent_trace(b))  # batch 1 (four spans): held
+    pipeline.accept(agent_trace(c))
+    lookup = tool_span(split, new_span_id(), root, "lookup", 10, 20)
+    pipeline.accept(request(agent_span(split, root, 0, 100), lookup).SerializeToString())  # batch 2
+    refund = tool_span(split, new_span_id(), root, "refund", 30, 40)
+    email = tool_span(split, new_span_id(), root, "email", 50, 60)
+    pipeline.accept(request(refund, email).SerializeToString())
+    pipeline.accept(agent_trace(d))  # batch 3: a range of its own
+    store_batches(pipeline, [])
+    assert (assembler.held_count, assembler.overflowed_traces) == (2, 4)
+    for _ in range(10):
+        if assembler.pending_count == 0:
+            break
+        assembler.assemble_due()
+    assert assembler.pending_count == 0
+    found = runs_by_trace(store, [a, b, c, split, d])
+    assert found[split] == [(1, 0)]
+    [(tools,)] = store.query("SELECT ToolCount FROM trajectories WHERE TraceId = {t:String}", {"t": split})
+    assert tools == 3
+    assert {trace: found[trace] for trace in (a, b, c, d)} == {trace: [(1, 0)] for trace in (a, b, c, d)}
+
+
+def test_serve_bounds_the_assemblers_memory_by_the_setting(collector_with: Any) -> None:
+    """`assembly_max_pending_traces` reaches the assembler; its default is the assembler's own."""
+    [setting] = [s for s in COLLECTOR.settings if s.name == "assembly_max_pending_traces"]
+    default = assembler_module.MAX_PENDING_TRACES
+    assert SidecarConfig().assembly_max_pending_traces == setting.default == default
+    sidecar = collector_with(assembly_max_pending_traces=7)
+    assert sidecar.assembler is not None
+    assert sidecar.assembler.max_pending_traces == 7
+    detail = sidecar.health()[1]
+    assert (detail["pending_traces_held"], detail["traces_not_held"]) == (0, 0)
