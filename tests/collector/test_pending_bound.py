@@ -48,6 +48,33 @@ def store_batches(pipeline: IngestPipeline, batches: list[list[str]]) -> None:
     pipeline.stop()
 
 
+def bounded(
+    store: Any, tmp_path: Path, room: int, batch_spans: int, **options: Any
+) -> tuple[Assembler, IngestPipeline]:
+    """An assembler holding at most `room` traces, recovered as at a start, fed by a real writer
+    whose spool segments (so batches) hold `batch_spans` spans."""
+    assembler = Assembler(
+        store.clone(), quiet_period_s=0.0, max_pending_traces=room, sql_min_traces=1, **options
+    )
+    assembler.recover()
+    pipeline = IngestPipeline(
+        store.clone(),
+        tmp_path / "spool",
+        batch_max_rows=batch_spans,
+        flush_interval_s=30,
+        on_stored=assembler.notify,
+    )
+    return assembler, pipeline
+
+
+def assemble_all(assembler: Assembler, rounds: int = 10) -> None:
+    """Assembly rounds until nothing waits (each reads back what room allows)."""
+    for _ in range(rounds):
+        if assembler.pending_count == 0:
+            break
+        assembler.assemble_due()
+
+
 def test_traces_beyond_the_bound_are_read_back_from_their_arrivals_and_each_assembled_once(
     store: Any, tmp_path: Path
 ) -> None:
@@ -55,11 +82,7 @@ def test_traces_beyond_the_bound_are_read_back_from_their_arrivals_and_each_asse
     and one trace of the second, the other ten wait as arrival ranges (counted as pending); the
     assembler reads them back a range at a time, never holding more than four, and every trace
     gets one run, revision 1."""
-    assembler = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=4, sql_min_traces=1)
-    assembler.recover()
-    pipeline = IngestPipeline(
-        store.clone(), tmp_path / "spool", batch_max_rows=6, flush_interval_s=30, on_stored=assembler.notify
-    )
+    assembler, pipeline = bounded(store, tmp_path, room=4, batch_spans=6)
     batches = [[new_trace_id() for _ in range(3)] for _ in range(5)]
     store_batches(pipeline, batches)
     assert assembler.held_count == 4
@@ -67,10 +90,7 @@ def test_traces_beyond_the_bound_are_read_back_from_their_arrivals_and_each_asse
     assert assembler.pending_count == 15
     held_while_assembling: list[int] = []
     assembler.listeners.append(lambda: held_while_assembling.append(assembler.held_count))
-    for _ in range(20):
-        if assembler.pending_count == 0:
-            break
-        assembler.assemble_due()
+    assemble_all(assembler, rounds=20)
     assert assembler.pending_count == 0
     assert assembler.reread_traces == 11
     assert held_while_assembling
@@ -84,11 +104,7 @@ def test_what_was_not_held_is_found_by_recover_after_a_restart(store: Any, tmp_p
     """A sidecar killed while traces wait outside memory: the next start's recover() finds them
     all from their arrivals (none of them was assembled), held by the first run or not, and
     holds the oldest within its own bound, the rest as ranges read back later."""
-    first = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=2, sql_min_traces=1)
-    first.recover()
-    pipeline = IngestPipeline(
-        store.clone(), tmp_path / "spool", batch_max_rows=4, flush_interval_s=30, on_stored=first.notify
-    )
+    first, pipeline = bounded(store, tmp_path, room=2, batch_spans=4)
     batches = [[new_trace_id() for _ in range(2)] for _ in range(3)]
     store_batches(pipeline, batches)
     assert (first.held_count, first.overflowed_traces) == (2, 4)
@@ -96,10 +112,7 @@ def test_what_was_not_held_is_found_by_recover_after_a_restart(store: Any, tmp_p
     second = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=3, sql_min_traces=1)
     assert second.recover() == 6
     assert (second.held_count, second.pending_count) == (3, 6)
-    for _ in range(10):
-        if second.pending_count == 0:
-            break
-        second.assemble_due()
+    assemble_all(second)
     assert second.pending_count == 0
     traces = [trace for batch in batches for trace in batch]
     assert runs_by_trace(store, traces) == {trace: [(1, 0)] for trace in traces}
@@ -110,11 +123,7 @@ def test_a_held_trace_notified_again_while_others_wait_outside_memory_stays_held
 ) -> None:
     """The bound is on new traces: a held trace's later batch updates it in memory (its run is
     assembled once, from both batches) even while new traces go to arrival ranges."""
-    assembler = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=2, sql_min_traces=1)
-    assembler.recover()
-    pipeline = IngestPipeline(
-        store.clone(), tmp_path / "spool", batch_max_rows=3, flush_interval_s=30, on_stored=assembler.notify
-    )
+    assembler, pipeline = bounded(store, tmp_path, room=2, batch_spans=3)
     held, late, waiting = new_trace_id(), new_trace_id(), new_trace_id()
     root = new_span_id()
     pipeline.accept(request(agent_span(held, root, 0, 100)).SerializeToString())
@@ -123,10 +132,7 @@ def test_a_held_trace_notified_again_while_others_wait_outside_memory_stays_held
     pipeline.accept(request(tool_span(held, new_span_id(), root, "lookup", 10, 20)).SerializeToString())
     store_batches(pipeline, [])
     assert (assembler.held_count, assembler.overflowed_traces) == (2, 1)
-    for _ in range(10):
-        if assembler.pending_count == 0:
-            break
-        assembler.assemble_due()
+    assemble_all(assembler)
     assert runs_by_trace(store, [held, late, waiting]) == {held: [(1, 0)], late: [(1, 0)], waiting: [(1, 0)]}
     [(tools,)] = store.query("SELECT ToolCount FROM trajectories WHERE TraceId = {t:String}", {"t": held})
     assert tools == 1
@@ -136,13 +142,7 @@ def test_a_trace_in_two_ranges_is_assembled_once_with_both_batches(store: Any, t
     """Room for two: a trace whose first batch went to one range and its second to a later one
     is read back with its last arrival, so it is assembled once from both batches, not a second
     time (revision 2) when the later range is read."""
-    assembler = Assembler(
-        store.clone(), quiet_period_s=0.0, idle_timeout_s=0.0, max_pending_traces=2, sql_min_traces=1
-    )
-    assembler.recover()
-    pipeline = IngestPipeline(
-        store.clone(), tmp_path / "spool", batch_max_rows=4, flush_interval_s=30, on_stored=assembler.notify
-    )
+    assembler, pipeline = bounded(store, tmp_path, room=2, batch_spans=4, idle_timeout_s=0.0)
     a, b, c, split, d = (new_trace_id() for _ in range(5))
     root = new_span_id()
     pipeline.accept(agent_trace(a))
@@ -156,10 +156,7 @@ def test_a_trace_in_two_ranges_is_assembled_once_with_both_batches(store: Any, t
     pipeline.accept(agent_trace(d))  # batch 3: a range of its own
     store_batches(pipeline, [])
     assert (assembler.held_count, assembler.overflowed_traces) == (2, 4)
-    for _ in range(10):
-        if assembler.pending_count == 0:
-            break
-        assembler.assemble_due()
+    assemble_all(assembler)
     assert assembler.pending_count == 0
     found = runs_by_trace(store, [a, b, c, split, d])
     assert found[split] == [(1, 0)]
