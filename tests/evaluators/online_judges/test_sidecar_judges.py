@@ -96,6 +96,9 @@ def test_sidecar_judges_runs_and_says_when_the_budget_is_spent(
 
     where = ["--store", str(chdb_dir), "--database", database, "--config", config]
     done = next(t for t, d in decided.items() if d == "done")
+    # The deterministic evaluator is a worker of its own, woken by the same assembly: on a busy
+    # machine it may decide after the judge did, so wait for it rather than race it.
+    assert wait_decided(sidecar, "trajectory", [done]) == {done: "scored"}
     audit = invoke("audit", done, *where, "--format", "json")
     assert audit.exit_code == 0, audit.output
     rows = {row["evaluator"]: row for row in map(json.loads, audit.output.splitlines())}
