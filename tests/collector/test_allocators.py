@@ -1,7 +1,8 @@
-"""`engine_dirty_decay_ms` (allocators.py): chDB's jemalloc returns freed memory after it, as the
-engine itself reports; `malloc_arena_max` and `malloc_mmap_threshold_bytes`: glibc's malloc
-shares that many arenas and maps request-sized blocks apart. Each case runs in a fresh process:
-jemalloc reads its options once, when chdb loads, and a thread keeps the arena it got first."""
+"""`engine_dirty_decay_ms` and `engine_oversize_threshold_bytes` (allocators.py): chDB's jemalloc
+returns freed memory after the one and large blocks at once, as the engine itself reports;
+`malloc_arena_max` and `malloc_mmap_threshold_bytes`: glibc's malloc shares that many arenas and
+maps request-sized blocks apart. Each case runs in a fresh process: jemalloc reads its options
+once, when chdb loads, and a thread keeps the arena it got first."""
 
 from __future__ import annotations
 
@@ -38,13 +39,11 @@ def _run(code: str, env: dict[str, str]) -> str:
 
 
 READ_BACK = """
-    from agenttrail.collector.allocators import (
-        configure_engine_allocator, engine_dirty_decay_ms, engine_oversize_threshold
-    )
+    from agenttrail.collector.allocators import configure_engine_allocator, engine_allocator
     from agenttrail.collector.store import Store, parse_store
     applied = configure_engine_allocator(700, 1048576)
     store = Store(parse_store({store!r}))
-    print(applied, engine_dirty_decay_ms(store), engine_oversize_threshold(store))
+    print(applied, *engine_allocator(store))
 """
 
 

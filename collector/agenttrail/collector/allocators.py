@@ -70,24 +70,16 @@ def configure_engine_allocator(dirty_decay_ms: int, oversize_threshold_bytes: in
     return True
 
 
-def engine_dirty_decay_ms(store: Store) -> int | None:
-    """The decay chDB's jemalloc runs with, read back from the engine (None: not embedded, or
-    the engine does not say)."""
-    return _engine_option(store, _DECAY)
-
-
-def engine_oversize_threshold(store: Store) -> int | None:
-    """The block size from which chDB's jemalloc returns freed blocks at once, read back from the
-    engine (None: not embedded, or the engine does not say)."""
-    return _engine_option(store, _OVERSIZE)
-
-
-def _engine_option(store: Store, option: re.Pattern[str]) -> int | None:
+def engine_allocator(store: Store) -> tuple[int | None, int | None]:
+    """The decay chDB's jemalloc runs with and the block size from which it returns freed blocks
+    at once, read back from the engine in one read (None: not embedded, or the engine does not
+    say)."""
     if not store.location.embedded:
-        return None
+        return None, None
     rows = store.query("SELECT * FROM system.jemalloc_stats")
-    found = option.search("\n".join(str(value) for row in rows for value in row))
-    return int(found.group(1)) if found else None
+    stats = "\n".join(str(value) for row in rows for value in row)
+    decay, oversize = _DECAY.search(stats), _OVERSIZE.search(stats)
+    return (int(decay.group(1)) if decay else None, int(oversize.group(1)) if oversize else None)
 
 
 def configure_python_allocator(arena_max: int, mmap_threshold_bytes: int) -> dict[str, int]:

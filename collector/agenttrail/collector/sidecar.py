@@ -495,11 +495,10 @@ class Sidecar:
 def _log_engine_allocator(store: Store, wanted_ms: int, wanted_oversize: int) -> None:
     """Say, read back from the engine, how long its allocator keeps freed memory: serve sets it
     before chdb loads (allocators.py); a process that loaded chdb earlier keeps its own."""
-    from agenttrail.collector.allocators import engine_dirty_decay_ms, engine_oversize_threshold
+    from agenttrail.collector.allocators import engine_allocator
 
     try:
-        actual = engine_dirty_decay_ms(store)
-        oversize = engine_oversize_threshold(store)
+        actual, oversize = engine_allocator(store)
     except StoreError:  # an engine without the table: nothing to report
         return
     if oversize is not None:
