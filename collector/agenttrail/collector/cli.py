@@ -37,7 +37,7 @@ import click
 from agenttrail.collector.config import SETTINGS, SidecarConfig, load_settings
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreLocked, StoreUnavailable
-from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time, query_trajectories
+from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time
 from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, migrate
 from agenttrail.collector.settings import Kind, Section, Setting
 from agenttrail.collector.store import Store, parse_store
@@ -533,16 +533,16 @@ def resolve_trace_id(config: SidecarConfig, server: str | None, trace_id: str | 
     that exists costs no second read: on the embedded store that read is a second engine start)."""
     if trace_id is None:
         return None
+    from agenttrail.collector.service import trajectories_read
+
     trace_id = trace_id.strip().lower()
     try:
-        where = TrajectoryFilter(trace_id=trace_id, limit=1000)
+        read = trajectories_read(trace_id=trace_id, limit=1000)
     except QueryError as exc:
         raise click.BadParameter(str(exc), param_hint="trace id") from exc
     if len(trace_id) == 32:
         return trace_id
-    rows = read_rows(
-        config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
-    )
+    rows = read_rows(config, server, read.route, read.params, read.local)
     found = sorted({row["trace_id"] for row in rows})
     if not found:
         raise _no_run(f"a trace id starting {trace_id}")
@@ -559,13 +559,12 @@ def check_trace_found(config: SidecarConfig, server: str | None, trace_id: str |
     """For a command asked about one run that found nothing: the usage error saying no run has
     this trace id, unless one has (its other filters left it out: an empty answer is then right).
     A command asked about one run must not answer with an empty table and success."""
+    from agenttrail.collector.service import trajectories_read
+
     if trace_id is None:
         return
-    where = TrajectoryFilter(trace_id=trace_id, limit=1)
-    rows = read_rows(
-        config, server, "/api/v1/trajectories", where.to_params(), lambda s: query_trajectories(s, where)
-    )
-    if not rows:
+    read = trajectories_read(trace_id=trace_id, limit=1)
+    if not read_rows(config, server, read.route, read.params, read.local):
         raise _no_run(f"trace id {trace_id}")
 
 
