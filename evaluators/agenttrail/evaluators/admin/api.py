@@ -46,7 +46,7 @@ from agenttrail.evaluators.admin.backfill_jobs import BackfillBusy, BackfillJob,
 from agenttrail.evaluators.routes import ADMIN_PREFIX, REFERENCES_ROUTE
 from agenttrail.evaluators.scoring.reference_store import reference_rows, store_reference_set
 from agenttrail.evaluators.scoring.references import ReferenceSetError, parse_reference_set
-from agenttrail.evaluators.scoring.rescore import rescore_task
+from agenttrail.evaluators.scoring.rescore import rescore_tasks
 
 if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
@@ -87,12 +87,12 @@ def admin_app(
             result = store_reference_set(store, reference_set, source=str(document.get("source", "api")))
             rescored = []
             if document.get("rescore") and scoring is not None:
-                rescored = [
-                    rescore_task(
-                        store, task, evaluator_version=scoring.version, lookback_s=scoring.config.lookback_s
-                    )
-                    for task in sorted(reference_set.entries)
-                ]
+                rescored = rescore_tasks(
+                    store,
+                    reference_set.entries,
+                    evaluator_version=scoring.version,
+                    lookback_s=scoring.config.lookback_s,
+                )
                 scoring.rescan()  # the runs went back behind its cursor
         finally:
             store.close()

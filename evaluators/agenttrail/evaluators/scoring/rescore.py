@@ -10,6 +10,7 @@ runs keep their scores. The console's reference form and `agenttrail references 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agenttrail.collector.store import Store
@@ -45,3 +46,13 @@ def rescore_task(store: Store, task: str, *, evaluator_version: str, lookback_s:
     rows = store.query(_AFFECTED, params)
     store.command(_FORGET, params)
     return Rescore(task, int(rows[0][0]) if rows else 0, lookback_s)
+
+
+def rescore_tasks(
+    store: Store, tasks: Iterable[str], *, evaluator_version: str, lookback_s: int
+) -> list[Rescore]:
+    """`rescore_task` for each of `tasks`, in name order (a references load re-scores its file's)."""
+    return [
+        rescore_task(store, task, evaluator_version=evaluator_version, lookback_s=lookback_s)
+        for task in sorted(tasks)
+    ]

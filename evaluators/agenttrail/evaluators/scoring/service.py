@@ -63,7 +63,7 @@ def load_references(
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.scoring.reference_store import store_reference_set
     from agenttrail.evaluators.scoring.references import load_reference_set
-    from agenttrail.evaluators.scoring.rescore import rescore_task
+    from agenttrail.evaluators.scoring.rescore import rescore_tasks
 
     reference_set = load_reference_set(file)
     target = open_target()
@@ -71,11 +71,16 @@ def load_references(
         try:
             migrate(target, tuple(migrations))
             result = store_reference_set(target, reference_set, source=file)
-            rescored = [
-                rescore_task(target, task, evaluator_version=rescore.version, lookback_s=rescore.lookback_s)
-                for task in sorted(reference_set.entries)
+            rescored = (
+                rescore_tasks(
+                    target,
+                    reference_set.entries,
+                    evaluator_version=rescore.version,
+                    lookback_s=rescore.lookback_s,
+                )
                 if rescore is not None
-            ]
+                else []
+            )
         finally:
             target.close()
         return ReferencesLoaded(result.added, result.updated, result.unchanged, rescored)
