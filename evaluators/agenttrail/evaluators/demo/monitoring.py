@@ -213,14 +213,13 @@ def summarise_monitoring(
 
 def first_drift_per_metric(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per metric that drifted, its test with the smallest adjusted p (a test without one last)."""
+    drifted = sorted(
+        (row for row in rows if row["status"] == "drift"),
+        key=lambda row: (row["p_adjusted"] is None, row["p_adjusted"] or 0.0),
+    )
     best: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        if row["status"] != "drift":
-            continue
-        key = (row["p_adjusted"] is None, row["p_adjusted"] or 0.0)
-        held = best.get(row["metric"])
-        if held is None or key < (held["p_adjusted"] is None, held["p_adjusted"] or 0.0):
-            best[row["metric"]] = row
+    for row in drifted:  # sorted is stable: of equal p, the first listed
+        best.setdefault(row["metric"], row)
     return [best[metric] for metric in sorted(best)]
 
 
