@@ -218,3 +218,48 @@ def test_stored_references_fill_rows_without_one(
         0.0,
         None,
     ]
+
+
+def test_stored_references_bring_the_tasks_metric_settings(
+    store: Any, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """--stored-references scores a row with its task's stored metric settings (the task's options,
+    and its own spec of a metric), as `references load` stored them; a row's own `options` win
+    over them, and a --metric spec's own parameters over both."""
+    from agenttrail.collector.schema import migrate
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
+    from agenttrail.evaluators.scoring.reference_store import store_reference_set
+    from agenttrail.evaluators.scoring.references import parse_reference_set
+
+    migrate(store, ALL_MIGRATIONS)
+    stored = {
+        "refund": {"reference_trajectory": [SEARCH], "options": {"arguments": "ignore"}},
+        "faq": {"reference_trajectory": [SEARCH], "metrics": ["trajectory_exact_match:arguments=ignore"]},
+    }
+    store_reference_set(store, parse_reference_set(stored), source="t")
+    other_query = {"tool_name": "search", "tool_input": {"q": "y"}}
+    rows = [
+        {"task": "refund", "predicted_trajectory": [other_query]},
+        {"task": "faq", "predicted_trajectory": [other_query]},
+        {"task": "refund", "predicted_trajectory": [other_query], "options": {"arguments": "exact"}},
+    ]
+    where = [str(dataset(tmp_path, rows)), "--stored-references", "--store", str(chdb_dir)]
+    where += ["--database", database, "--format", "json"]
+
+    def exact(*extra: str) -> list[Any]:
+        result = invoke(*where, *extra)
+        assert result.exit_code == 0, result.output
+        return [i["metrics"]["trajectory_exact_match"] for i in json.loads(result.stdout)["instances"]]
+
+    assert exact() == [1.0, 1.0, 0.0]
+    assert exact("--metric", "trajectory_exact_match") == [1.0, 1.0, 0.0]
+    assert exact("--metric", "trajectory_exact_match:arguments=exact") == [0.0, 0.0, 0.0]
+
+
+def test_a_rows_bad_options_name_the_row_and_field(tmp_path: Path) -> None:
+    """A row's `options` are checked as a reference entry's are: a bad one is a bad row (exit 3)."""
+    row = {"predicted_trajectory": [SEARCH], "reference_trajectory": [SEARCH], "options": {"arguments": "x"}}
+    rows = [row]
+    result = invoke(str(dataset(tmp_path, rows)))
+    assert result.exit_code == 3, result.output
+    assert "row 0 (line 1), field options: arguments:" in result.output, result.output

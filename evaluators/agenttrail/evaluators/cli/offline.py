@@ -30,7 +30,7 @@ import click
 from agenttrail.collector.cli import EXIT_BAD_INPUT, BadInput
 from agenttrail.collector.errors import AgentTrailError, ConfigError
 from agenttrail.evaluators.judges.registry import judge_types
-from agenttrail.evaluators.metrics import METRICS, ConfiguredMetric
+from agenttrail.evaluators.metrics import METRICS
 from agenttrail.evaluators.offline.datasets import DatasetError
 from agenttrail.evaluators.offline.evaluate import DEFAULT_METRICS, parse_metric_specs
 from agenttrail.evaluators.offline.runnable import AgentLoadError, load_agent
@@ -55,13 +55,13 @@ def _epilog() -> str:
     return "\n".join(lines)
 
 
-def _metrics_option(
-    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
-) -> list[ConfiguredMetric]:
+def _metrics_option(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """The specs as given once they parse: a row's task settings fill only the parameters they leave out."""
     try:
-        return parse_metric_specs(value)
+        parse_metric_specs(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return value
 
 
 def _stored_references(store: str | None, database: str | None) -> dict[str, ReferenceEntry]:
@@ -132,8 +132,10 @@ def _stored_references(store: str | None, database: str | None) -> dict[str, Ref
     "--stored-references",
     is_flag=True,
     help="Rows without a reference take their task's current reference from --store (as "
-    "`agenttrail references list` shows it; through serve while it holds the store). The task is "
-    "the row's `task` field, which `trajectories --format json` rows carry.",
+    "`agenttrail references list` shows it; through serve while it holds the store), with its "
+    "expected response and metric settings (its metric specs and options; a --metric spec's own "
+    "parameters and a row's `options` win). The task is the row's `task` field, which "
+    "`trajectories --format json` rows carry.",
 )
 @click.option(
     "--format",
@@ -150,7 +152,7 @@ def _stored_references(store: str | None, database: str | None) -> dict[str, Ref
 )
 def evaluate_command(
     dataset: Path,
-    metrics: list[ConfiguredMetric],
+    metrics: tuple[str, ...],
     agent_spec: str | None,
     judge_specs: tuple[str, ...],
     judge_model: str | None,

@@ -10,6 +10,7 @@ failure             ``failure``: 0, 1, true or false
 query               ``query`` (GLLM), ``prompt`` (Vertex), ``input`` (DeepEval); a string
 response            ``generated_response``, ``response``, ``actual_output``
 expected_response   ``expected_response``, ``expected_output``, ``reference``
+options             ``options``: metric parameters as a reference entry's (``{"arguments": "subset"}``)
 ==================  =================================================================
 
 Every trajectory field is read with ``parse_trajectory`` (Vertex, DeepEval/GLLM or OpenAI
@@ -62,7 +63,7 @@ from typing import Any, Final
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.runs import AgentRun, predicted_calls
 from agenttrail.evaluators.metrics import ToolCall, TrajectoryFormatError, parse_trajectory
-from agenttrail.evaluators.scoring.references import REFERENCE_FIELDS
+from agenttrail.evaluators.scoring.references import REFERENCE_FIELDS, ReferenceEntry, parse_options
 
 PREDICTED_FIELDS: Final = ("predicted_trajectory", "tools_called", "agent_trajectory")
 QUERY_FIELDS: Final = ("query", "prompt", "input")
@@ -70,6 +71,7 @@ RESPONSE_FIELDS: Final = ("generated_response", "response", "actual_output")
 EXPECTED_RESPONSE_FIELDS: Final = ("expected_response", "expected_output", "reference")
 LATENCY_FIELD: Final = "latency_in_seconds"
 FAILURE_FIELD: Final = "failure"
+OPTIONS_FIELD: Final = "options"
 
 _LIST_KEYS: Final = ("rows", "data", "instances", "examples", "records")
 # CSV columns that are text even when they look like JSON.
@@ -119,6 +121,8 @@ class DatasetRow:
     extra: Mapping[str, Any] = field(default_factory=dict)
     line: int | None = None
     run: AgentRun | None = None  # the run scored: the row's own (``--format json``), or runnable mode's
+    options: Mapping[str, str] = field(default_factory=dict)  # the row's own metric parameters
+    task_settings: ReferenceEntry | None = None  # its task's stored reference (``--stored-references``)
 
 
 class _FieldError(AgentTrailError):
@@ -179,6 +183,7 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         query = None if query_field is None else _string(query_field, record[query_field])
         response_field = _first(record, RESPONSE_FIELDS, used)
         expected_field = _first(record, EXPECTED_RESPONSE_FIELDS, used)
+        options = _optional(record, OPTIONS_FIELD, _metric_options, used) or {}
     except _FieldError as exc:
         return RowError(index, exc.name, exc.message, line)
     run: AgentRun | None = None
@@ -201,6 +206,7 @@ def parse_row(index: int, record: object, *, line: int | None = None) -> Dataset
         extra={key: value for key, value in record.items() if key not in used},
         line=line,
         run=run,
+        options=options,
     )
 
 
@@ -288,6 +294,13 @@ def _failure(name: str, value: object) -> bool:
     if isinstance(value, str) and value.strip().lower() in _FAILURE_TEXT:
         return _FAILURE_TEXT[value.strip().lower()]
     raise _FieldError(name, f"expected 0, 1, true or false, got {value!r}")
+
+
+def _metric_options(name: str, value: object) -> dict[str, str]:
+    try:
+        return parse_options(value)
+    except ValueError as exc:
+        raise _FieldError(name, str(exc).removeprefix("options").lstrip(".: ")) from None
 
 
 def _string(name: str, value: object) -> str:

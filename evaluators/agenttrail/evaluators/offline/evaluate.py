@@ -64,6 +64,7 @@ from agenttrail.evaluators.metrics import (
 )
 from agenttrail.evaluators.metrics.calls import ABSENT
 from agenttrail.evaluators.offline.datasets import DatasetRow, RowError
+from agenttrail.evaluators.scoring.references import ReferenceEntry
 
 DEFAULT_METRICS: Final = (
     "trajectory_exact_match",
@@ -274,6 +275,7 @@ def evaluate_rows(
     at a time (each judge client still bounds its own requests in flight).
     """
     metrics = parse_metric_specs(metric_specs) if metric_specs else default_metrics(rows)
+    specs: Sequence[str | ConfiguredMetric] = metric_specs or (DEFAULT_METRICS if metrics else ())
     names = metric_names(metrics)
     _check_conversations(judges, rows)
     correctness = next((m for m in metrics if m.spec.name == "tool_correctness"), None)
@@ -290,8 +292,9 @@ def evaluate_rows(
             error = row if isinstance(row, RowError) else _missing_predicted(row)
             instances.append(InstanceResult(row.index, dict.fromkeys(names), error))
             continue
+        configured = row_metrics(row, specs, metrics)
         values = compute_metrics(
-            row.predicted, row.reference, metrics, latency_s=row.latency_s, failure=row.failure
+            row.predicted, row.reference, configured, latency_s=row.latency_s, failure=row.failure
         )
         instances.append(InstanceResult(row.index, {name: values[name] for name in names}))
     if judges:
@@ -317,6 +320,21 @@ def evaluate_rows(
         judge_names,
         judged=bool(judges),
     )
+
+
+def row_metrics(
+    row: DatasetRow, specs: Sequence[str | ConfiguredMetric], metrics: list[ConfiguredMetric]
+) -> list[ConfiguredMetric]:
+    """The metrics as this row sets them: a spec's own parameters win, then the row's ``options``,
+    then its task's stored settings (``ReferenceEntry.configured_for``); a spec already parsed
+    (a ConfiguredMetric) is taken as it is."""
+    if not row.options and row.task_settings is None:
+        return metrics
+    settings = row.task_settings or ReferenceEntry("", ())
+    return [
+        spec if isinstance(spec, ConfiguredMetric) else settings.configured_for(spec, row.options)
+        for spec in specs
+    ]
 
 
 def _session_scope(judge: Judge) -> bool:

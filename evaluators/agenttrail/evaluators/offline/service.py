@@ -125,8 +125,9 @@ def build_offline_judges(
 def with_references(
     rows: Sequence[DatasetRow | RowError], references: Mapping[str, ReferenceEntry]
 ) -> list[DatasetRow | RowError]:
-    """Each row without a reference trajectory given its task's reference (and expected response,
-    when the row has none): the task as `agenttrail trajectories --format json` rows carry it, or
+    """Each row without a reference trajectory given its task's reference, with the task's metric
+    settings (its metric specs and options, below the row's own `options`) and expected response
+    (when the row has none): the task as `agenttrail trajectories --format json` rows carry it, or
     a row's `task` field. Rows with their own reference keep it."""
     filled: list[DatasetRow | RowError] = []
     for row in rows:
@@ -134,7 +135,9 @@ def with_references(
         entry = references.get(task) if isinstance(task, str) else None
         if isinstance(row, DatasetRow) and row.reference is None and entry is not None:
             expected = row.expected_response if row.expected_response is not None else entry.expected_response
-            row = dataclasses.replace(row, reference=list(entry.reference), expected_response=expected)
+            row = dataclasses.replace(
+                row, reference=list(entry.reference), expected_response=expected, task_settings=entry
+            )
         filled.append(row)
     return filled
 
@@ -159,6 +162,6 @@ def evaluate_dataset(
     if agent is not None:
         rows = run_agent_over_dataset(agent, rows)
     try:
-        return evaluate_rows(rows, parsed, judges=judging.judges, judge_workers=judging.workers)
+        return evaluate_rows(rows, metrics or parsed, judges=judging.judges, judge_workers=judging.workers)
     except ValueError as exc:  # a judge metric that is also a metric, or reported twice
         raise JudgeClash(str(exc)) from exc

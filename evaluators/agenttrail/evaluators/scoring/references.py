@@ -155,6 +155,38 @@ class ReferenceEntry:
             configured.append(parse_metric(f"{name}:{params}" if params else name))
         return configured
 
+    def configured_for(self, text: str, overrides: Mapping[str, str] | None = None) -> ConfiguredMetric:
+        """Metric spec ``text`` with this task's settings: its own parameters win, then
+        ``overrides`` (a dataset row's options), then the task's own spec of that metric, then the
+        task's options (``configured_metrics``' order, for a metric the caller chose)."""
+        name, _, own = text.partition(":")
+        name = name.strip()
+        specs = (spec.partition(":") for spec in self.metrics)
+        stored = next((params for spec_name, _, params in specs if spec_name.strip() == name), "")
+        params: dict[str, str] = {}
+        for source in (_pairs(own), overrides or {}, _pairs(stored), self.options):
+            for key, value in source.items():
+                if key not in params and _takes(name, key):
+                    params[key] = value
+        joined = ",".join(f"{key}={value}" for key, value in params.items())
+        return parse_metric(f"{name}:{joined}" if joined else name)
+
+
+def _pairs(params: str) -> dict[str, str]:
+    """``KEY=VALUE,...`` of a metric spec as a mapping (the spec was validated when parsed)."""
+    pairs = (item.partition("=") for item in params.split(",") if item.strip())
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def parse_options(value: object) -> dict[str, str]:
+    """Metric options as a reference entry's ``options`` holds them (spec syntax); ValueError
+    naming the first bad one."""
+    problems: list[str] = []
+    options = _options({"options": value}, lambda where, message: problems.append(f"{where}: {message}"))
+    if problems:
+        raise ValueError(problems[0])
+    return options
+
 
 @dataclass(frozen=True, slots=True)
 class ReferenceSet:
