@@ -4,6 +4,7 @@ no drift marked ok), p-values never printed as 0, effect sizes with their names.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,22 @@ def test_drift_table_lists_every_test_after_a_summary(store: Any, chdb_dir: Path
     assert "0.0000" not in table.output
     assert "< 1e-4" in table.output
     assert "Cliff's delta" in table.output
+
+
+def test_change_detectors_show_their_alarm_not_a_p_value(store: Any, chdb_dir: Path, database: str) -> None:
+    """Page-Hinkley and the Bernoulli CUSUM have no p-value: their rows say where the detector
+    alarmed and past which threshold (or that it did not), never an empty "p - p adj -"; the
+    two-sample tests keep their p and adjusted p."""
+    migrate(store, ALL_MIGRATIONS)
+    store_runs(store, drifting_runs(time.time(), seed=5))
+    where = ["--store", str(chdb_dir), "--database", database, "--recent", "1h", "--baseline", "24h"]
+    table = CliRunner().invoke(cli, ["drift", *where, "--agent", "bot"])
+    assert table.exit_code == 0, table.output
+    rows = table.output.splitlines()[3:]
+    detectors = [row for row in rows if row.split()[3] in ("page_hinkley", "bernoulli_cusum")]
+    assert any(re.search(r"alarm at run \d+ of \d+, (up|down); threshold 12 sd ", row) for row in detectors)
+    assert all(re.search(r"(alarm at run|no alarm).*threshold [\d.]+ (sd|log LR) ", row) for row in detectors)
+    assert any(re.search(r"mann_whitney_u\s+p (< 1e-4|[\d.e-]+), adj ", row) for row in rows)
 
 
 def test_display_formats() -> None:

@@ -19,7 +19,12 @@ from typing import Any
 import yaml
 
 from agenttrail.collector.store import Store
-from agenttrail.evaluators.monitoring.display import drift_summary, format_effect, format_p, format_value
+from agenttrail.evaluators.monitoring.display import (
+    drift_summary,
+    format_effect,
+    format_evidence,
+    format_value,
+)
 from agenttrail.evaluators.monitoring.report import build_report, write_report
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 
@@ -200,8 +205,8 @@ def summarise_monitoring(
     out(f"  {drift_summary(rows)}")
     for row in first_drift_per_metric(rows):
         out(
-            f"  drift in {row['metric']:<26} {row['test']:<18} p {format_p(row['p_value'])}  "
-            f"p adj {format_p(row['p_adjusted'])}  {format_effect(row['effect'], row['effect_size'])}  "
+            f"  drift in {row['metric']:<26} {row['test']:<18} {format_evidence(row)}  "
+            f"{format_effect(row['effect'], row['effect_size'])}  "
             f"{format_value(row['metric'], row['baseline_value'])} (n {row['baseline_n']}) -> "
             f"{format_value(row['metric'], row['recent_value'])} (n {row['recent_n']})"
         )

@@ -6,6 +6,7 @@ Stdlib only: the CLI imports it before it knows whether scipy is needed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,6 +48,35 @@ def format_effect(effect: str, size: float | None) -> str:
     """An effect size with its name: "Cliff's delta +0.42"."""
     name = EFFECT_NAMES.get(effect, effect)
     return name if size is None else f"{name} {size:+.2f}"
+
+
+# The change detectors (no p-value): what their threshold is measured in.
+CHANGE_THRESHOLD_UNITS = {"page_hinkley": "sd", "bernoulli_cusum": "log LR"}
+
+
+def format_evidence(row: Mapping[str, Any]) -> str:
+    """What a test's call rests on: its p-value and the adjusted one ("p 0.0031, adj 0.012"), or
+    for a change detector, which has none, where it alarmed and past which threshold
+    ("alarm at run 38 of 150, up; threshold 12 sd"). "-" when the test could not run."""
+    unit = CHANGE_THRESHOLD_UNITS.get(row["test"])
+    if unit is None:
+        if row["p_value"] is None:
+            return "-"
+        return f"p {format_p(row['p_value'])}, adj {format_p(row['p_adjusted'])}"
+    if row["status"] == "insufficient_data":
+        return "-"
+    try:
+        found = json.loads(row.get("detail") or "{}")
+    except ValueError:
+        found = {}
+    found = found if isinstance(found, dict) else {}
+    threshold = found.get("threshold")
+    past = f"threshold {threshold:g} {unit}" if isinstance(threshold, int | float) else ""
+    at = found.get("change_at_run")
+    if not isinstance(at, int):
+        return f"no alarm ({past})" if past else "no alarm"
+    alarm = f"alarm at run {at + 1} of {row['recent_n']}, {found.get('direction', '?')}"
+    return f"{alarm}; {past}" if past else alarm
 
 
 def format_value(metric: str, value: float | None) -> str:

@@ -346,10 +346,14 @@ def _scalar_tests(
             results.append(_insufficient(base, name, effect, settings))
         elif name in _CHANGE_EFFECT:
             change = _change_point(name, baseline, recent, settings)
-            found = (
+            found: dict[str, object] = (
                 {"change_at_run": change.index, "direction": "up" if change.direction > 0 else "down"}
                 if change
                 else {}
+            )
+            # What the detector has instead of a p-value: the threshold it alarms past.
+            found["threshold"] = (
+                settings.rate_change_threshold if name == BERNOULLI_CUSUM else settings.change_threshold
             )
             results.append(
                 replace(
