@@ -6,6 +6,7 @@ those runs shows up in Alertmanager's API."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import urllib.parse
@@ -76,6 +77,11 @@ def processes() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def scrape(address: str) -> str:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        return str(response.read().decode())
 
 
 def send_runs(endpoint: str, *, ok: int, failed: int) -> None:
@@ -193,8 +199,13 @@ def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
         for group in get_json(f"{prom_url}/api/v1/rules")["data"]["groups"]
         for rule in group["rules"]
     }
-    assert len(rule_health) == 9
+    assert len(rule_health) == 14
     assert set(rule_health.values()) == {"ok"}, rule_health
+    # Every series the rules read is one the sidecar serves (those two appear with their first value).
+    served = set(re.findall(r"^# TYPE (\S+)", scrape(sidecar_address), re.M))
+    read = set(re.findall(r"\bagenttrail_\w+", (PROM / "agenttrail-rules.yml").read_text()))
+    later = {"agenttrail_evaluation_score", "agenttrail_metrics_label_values_dropped_total"}
+    assert {name for name in read if re.sub(r"_(sum|count|bucket)$", "", name) not in served | later} == set()
 
     def sidecar_alert() -> list[dict[str, Any]]:
         alerts = get_json(f"{am_url}/api/v2/alerts")
