@@ -239,3 +239,37 @@ def test_cli_errors_name_the_problem(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "quiet_period_s" in result.stderr
     assert "soon" in result.stderr
+
+
+def test_serve_warns_when_it_listens_beyond_loopback_without_a_token(
+    tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """A port bound to every interface without a bearer token gets a warning naming it and what
+    to set; with the token set (or on loopback, as everywhere else here) there is none."""
+
+    def stderr_of(store: Path, env: dict[str, str]) -> str:
+        serve = subprocess.Popen(
+            [*AGENTTRAIL, "serve", "--store", str(store), "--grpc", "127.0.0.1:0", "--http", "0.0.0.0:0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        processes.append(serve)
+        wait_ready(store, serve)
+        serve.send_signal(signal.SIGTERM)
+        _, stderr = serve.communicate(timeout=120)
+        return stderr
+
+    env = {key: value for key, value in os.environ.items() if key != "AGENTTRAIL_BEARER_TOKEN"}
+    open_port = stderr_of(tmp_path / "open", env)
+    assert re.search(
+        r"^warning: 0\.0\.0\.0:\d+ reach beyond this machine and no bearer_token", open_port, re.M
+    )
+    assert (
+        "Set bearer_token (env AGENTTRAIL_BEARER_TOKEN) with tls_cert and tls_key, or bind 127.0.0.1"
+        in open_port
+    )
+    with_token = stderr_of(tmp_path / "token", {**env, "AGENTTRAIL_BEARER_TOKEN": "s3cret-token-value"})
+    assert "agenttrail serving on" in with_token
+    assert "warning: " not in with_token

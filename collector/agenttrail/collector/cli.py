@@ -444,6 +444,19 @@ def serve(config_file: str | None, **options: Any) -> None:
     if sidecar.http is not None:
         for what, path in sidecar.announced:
             click.echo(f"  {what}: http://{sidecar.http.address}{path}", err=True)
+    exposed = [
+        address
+        for address in (sidecar.grpc_address, sidecar.http.address if sidecar.http else None)
+        if address and not _loopback(address)
+    ]
+    if exposed and not config.bearer_token:
+        click.echo(
+            f"warning: {' and '.join(exposed)} reach beyond this machine and no bearer_token is set: "
+            "anyone who can connect may send spans, read every run (console, /api/v1, the MCP sql "
+            "tool) and change references. Set bearer_token (env AGENTTRAIL_BEARER_TOKEN) with "
+            "tls_cert and tls_key, or bind 127.0.0.1.",
+            err=True,
+        )
     exit_code = 0
     while not stop.wait(1.0):
         if reload.is_set():
@@ -458,6 +471,19 @@ def serve(config_file: str | None, **options: Any) -> None:
     click.echo("stopping: storing what was accepted...", err=True)
     sidecar.stop()
     sys.exit(exit_code)
+
+
+def _loopback(address: str) -> bool:
+    """Whether a bound ``host:port`` is reachable from this machine only."""
+    import ipaddress
+
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve to anything
+        return False
 
 
 def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Sidecar:
