@@ -190,6 +190,24 @@ def test_alerts_lists_nothing_on_a_fresh_store(chdb_dir: Path, database: str) ->
     assert "no alerts" in result.stderr
 
 
+def test_no_alerts_says_when_no_rule_is_configured(
+    chdb_dir: Path, database: str, tmp_path: Path, webhook: WebhookServer
+) -> None:
+    """An empty answer says when the config it reads has no alert rules (so nothing could fire),
+    naming the config; with rules it says only that none is pending or firing."""
+    where = ["alerts", "--store", str(chdb_dir), "--database", database]
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("drift: {enabled: true}\n")
+    no_rules = invoke(*where, "--config", str(bare))
+    assert no_rules.exit_code == 0, no_rules.output
+    assert f"no alert rules are configured (config {bare})" in no_rules.stderr
+    assert "no alert rules are configured (no --config or AGENTTRAIL_CONFIG given)" in invoke(*where).stderr
+    with_rules = invoke(*where, "--config", str(config_file(tmp_path, webhook)))
+    assert with_rules.exit_code == 0, with_rules.output
+    assert "no alerts pending or firing" in with_rules.stderr
+    assert "no alert rules" not in with_rules.stderr
+
+
 def test_alerts_test_reads_the_section_env_over_the_file(
     alert_store: Any, chdb_dir: Path, database: str, tmp_path: Path, webhook: WebhookServer
 ) -> None:

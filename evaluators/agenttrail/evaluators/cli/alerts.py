@@ -55,10 +55,11 @@ def alerts(
     with usage_errors("--since"):
         read = alerts_read(show_all=show_all, since=since, rule=rule, limit=limit)
     rows = read_rows(store, database, config_file, server, read)
+    empty = "no alerts" + ("" if show_all else " pending or firing (--all shows resolved ones)")
     emit_rows(
         rows,
         output_format,
-        empty="no alerts" + ("" if show_all else " pending or firing (--all shows resolved ones)"),
+        empty=empty + ("" if rows or rule else _no_rules_hint(config_file)),
         headers=["state", "since", "value", "threshold", "rule", "severity", "group", "summary"],
         cells=lambda row: (
             row["state"],
@@ -70,6 +71,22 @@ def alerts(
             _labels(row["labels"]),
             row["annotations"].get("summary", ""),
         ),
+    )
+
+
+def _no_rules_hint(config_file: str | None) -> str:
+    """Why there may be no alert at all: the config this command reads (serve's too, as a rule)
+    has no rules, and serve alerts on nothing else. Empty when it has some or cannot be read."""
+    try:
+        configured = config_sections.load_alerts(config_file).rules
+    except AgentTrailError:
+        return ""
+    if configured:
+        return ""
+    where = f"config {config_file}" if config_file else "no --config or AGENTTRAIL_CONFIG given"
+    return (
+        f"\nno alert rules are configured ({where}): serve raises alerts only for the rules under "
+        "`alerts: rules:` in the config it runs with (deploy/agenttrail.yaml has examples)"
     )
 
 
