@@ -135,3 +135,30 @@ def test_the_units_capabilities_let_engine_nice_act(workdir: Path) -> None:
 def test_without_the_capability_the_setting_changes_nothing(workdir: Path) -> None:
     """What the unit was before it granted CAP_SYS_NICE: ClickHouse ignores the setting."""
     assert 7 not in _run_as_the_unit(workdir, ambient=[])
+
+
+def test_the_readmes_install_steps_match_the_unit() -> None:
+    """deploy/README.md's systemd install block makes what the unit expects: its venv holds
+    ExecStart's binary, the user it creates is User= with the state directory as home, the config
+    and the secrets file land where ExecStart and EnvironmentFile= read them, the unit where
+    systemctl finds it under its own name."""
+    import re
+
+    readme = (UNIT.parent / "README.md").read_text()
+    block = re.search(r"<!-- systemd-install:[^>]*-->\n```bash\n(.*?)```", readme, re.S)
+    assert block is not None, "deploy/README.md has no systemd-install block"
+    steps = block.group(1)
+    service = _service_section()
+    binary, _, arguments = service["ExecStart"].partition(" ")
+    venv = re.search(r"python3\.11 -m venv (\S+)", steps)
+    assert venv is not None
+    assert binary == f"{venv.group(1)}/bin/agenttrail"
+    user = re.search(r"useradd --system --home-dir (\S+) .*?(\S+)$", steps, re.M)
+    assert user is not None
+    assert (user.group(2), user.group(1)) == (service["User"], f"/var/lib/{service['StateDirectory']}")
+    config = re.search(r"--config (\S+)", arguments)
+    assert config is not None
+    assert f"deploy/agenttrail.yaml {config.group(1)}\n" in steps
+    assert f"/dev/null {service['EnvironmentFile'].removeprefix('-')} " in steps
+    assert f"deploy/{UNIT.name} /etc/systemd/system/{UNIT.name}\n" in steps
+    assert f"systemctl enable --now {UNIT.stem}\n" in steps
