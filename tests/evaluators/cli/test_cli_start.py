@@ -137,3 +137,16 @@ def test_importing_a_command_module_registers_nothing() -> None:
     before, after = json.loads(done.stdout.rsplit("@@", 1)[1])
     assert after == before
     assert before[0] == ["config", "schema", "serve", "spool", "trajectories"]
+
+
+def test_without_the_sidecar_extra_the_cli_says_how_to_install_it() -> None:
+    """A missing sidecar library (here click, blocked) is a message with an install command that
+    works from a checkout or a wheel, not a traceback."""
+    blocked = (
+        "import sys; sys.modules['click'] = None; from agenttrail.evaluators.cli.entry import main; main()"
+    )
+    result = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "the command line needs the sidecar extra (click is not installed)" in result.stderr
+    assert "pip install '/path/to/agenttrail[sidecar]'" in result.stderr

@@ -15,6 +15,7 @@ def main() -> None:
             raise
         sys.exit(
             f"agenttrail: the command line needs the sidecar extra ({exc.name} is not installed).\n"
-            "Install it with:  pip install 'agenttrail[sidecar]'"
+            "Install agenttrail again with it, from where you installed it (a checkout or its "
+            "wheel): pip install '/path/to/agenttrail[sidecar]'"
         )
     run()
