@@ -98,3 +98,18 @@ def test_provisioning_matches_the_dashboard() -> None:
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
     providers = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "agenttrail.yaml").read_text())
     assert providers["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards/agenttrail"
+
+
+def test_the_sidecar_dashboard_reads_the_provisioned_prometheus() -> None:
+    """agenttrail-sidecar.json (its queries run against a real Prometheus in
+    test_prometheus_alertmanager.py) asks for the Prometheus data source compose provisions, on
+    every panel, with distinct panel ids and its own uid."""
+    sources = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "agenttrail.yaml").read_text())
+    prometheus = next(d for d in sources["datasources"] if d["type"] == "prometheus")
+    dashboard = json.loads((GRAFANA / "dashboards" / "agenttrail-sidecar.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["prometheus"]["query"] == prometheus["type"]
+    assert variables["job"]["current"]["value"] == "agenttrail"  # deploy/prometheus/prometheus.yml's job
+    assert all(p["datasource"]["uid"] == "${prometheus}" for p in dashboard["panels"])
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+    assert dashboard["uid"] != json.loads(DASHBOARD.read_text())["uid"]

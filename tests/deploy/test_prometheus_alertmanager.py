@@ -21,6 +21,7 @@ import yaml
 from .tools import DEPLOY, free_port, run, tool
 
 PROM = DEPLOY / "prometheus"
+SIDECAR_DASHBOARD = DEPLOY / "grafana" / "dashboards" / "agenttrail-sidecar.json"
 
 
 def test_promtool_checks_the_rules_and_their_unit_tests() -> None:
@@ -201,9 +202,11 @@ def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
     }
     assert len(rule_health) == 14
     assert set(rule_health.values()) == {"ok"}, rule_health
-    # Every series the rules read is one the sidecar serves (those two appear with their first value).
+    # Every series the rules and the sidecar dashboard read is one the sidecar serves (those two
+    # appear with their first value).
     served = set(re.findall(r"^# TYPE (\S+)", scrape(sidecar_address), re.M))
     read = set(re.findall(r"\bagenttrail_\w+", (PROM / "agenttrail-rules.yml").read_text()))
+    read |= set(re.findall(r"\bagenttrail_\w+", SIDECAR_DASHBOARD.read_text()))
     later = {"agenttrail_evaluation_score", "agenttrail_metrics_label_values_dropped_total"}
     assert {name for name in read if re.sub(r"_(sum|count|bucket)$", "", name) not in served | later} == set()
 
@@ -216,3 +219,18 @@ def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
     assert alert["labels"]["severity"] == "warning"
     assert alert["status"]["state"] == "active"
     assert alert["generatorURL"].startswith("http")
+
+    # The sidecar-health dashboard's queries, with Grafana's variables as it would fill them,
+    # over spans sent after Prometheus has scraped the sidecar (so the rates have a rise to see).
+    send_runs(f"http://{sidecar_address}", ok=2, failed=0)
+    dashboard = json.loads(SIDECAR_DASHBOARD.read_text())
+    positive = {"up", "{{instance}} accepted", "{{instance}} stored"}  # the rest stay 0 here
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$__rate_interval", "1m").replace("$job", "agenttrail")
+
+            def answered(expr: str = expr, legend: str = target["legendFormat"]) -> bool:
+                values = query(expr).values()
+                return bool(values) and (sum(values) > 0) == (legend in positive)
+
+            wait_for(answered, f"{target['legendFormat']}: {expr}", timeout=60)
