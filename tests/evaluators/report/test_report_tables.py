@@ -73,3 +73,30 @@ def test_repeated_drift_is_one_row_with_readable_figures() -> None:
     assert "34.5 ms" in drift_table
     assert "4.2 ms" in page
     assert "1.5 s" in page
+
+
+def test_a_change_detectors_drift_says_where_it_alarmed() -> None:
+    """A Page-Hinkley drift (no p-value) reads as its alarm and threshold from the stored event,
+    as `agenttrail drift` prints it; a two-sample test's row has its p and the stored adjusted p."""
+    from agenttrail.evaluators.monitoring.drift import DriftResult
+    from agenttrail.evaluators.monitoring.drift_events import event_detail
+
+    def stored(test: str, p_value: float | None, p_adjusted: float | None, note: str) -> dict[str, Any]:
+        result = DriftResult(
+            "bot", "", "latency", test, "drift", p_value, p_adjusted, 0.9, "mean_shift_sd", 200, 60,
+            0.012, 0.0345, START, START, "24h", note,
+        )  # fmt: skip
+        return {**event(5, "mann_whitney_u", p_value, 0.0345), "test": test, "detail": event_detail(result)}
+
+    alarm = '{"change_at_run": 37, "direction": "up", "threshold": 12.0}'
+    events = [stored("page_hinkley", None, None, alarm), stored("mann_whitney_u", 0.0021, 0.0042, "")]
+    summary = {"runs": 0, "failures": 0, "p50": None, "p95": None, "p99": None, "tool_errors": 0}
+    summary |= {"tool_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    agent = AgentReport("bot", summary=summary, runs=[], drift=events)
+    page = render_html(
+        Report(since=START, until=START + timedelta(hours=1), bucket_s=300, agents={"bot": agent}),
+        {"bot": b""},
+    )
+    drift_table = page[page.index("Drift detected") : page.index("Alert periods")]
+    assert "alarm at run 38 of 60, up; threshold 12 sd" in drift_table
+    assert "p 0.0021, adj 0.0042" in drift_table

@@ -58,18 +58,16 @@ def format_evidence(row: Mapping[str, Any]) -> str:
     """What a test's call rests on: its p-value and the adjusted one ("p 0.0031, adj 0.012"), or
     for a change detector, which has none, where it alarmed and past which threshold
     ("alarm at run 38 of 150, up; threshold 12 sd"). "-" when the test could not run."""
+    found = _detail(row.get("detail"))
+    stored = found.pop("stored", {})  # a drift_events row: the result's own detail is its note
     unit = CHANGE_THRESHOLD_UNITS.get(row["test"])
     if unit is None:
         if row["p_value"] is None:
             return "-"
-        return f"p {format_p(row['p_value'])}, adj {format_p(row['p_adjusted'])}"
-    if row["status"] == "insufficient_data":
+        adjusted = row["p_adjusted"] if "p_adjusted" in row else stored.get("p_adjusted")
+        return f"p {format_p(row['p_value'])}, adj {format_p(adjusted)}"
+    if row.get("status", stored.get("status")) == "insufficient_data":
         return "-"
-    try:
-        found = json.loads(row.get("detail") or "{}")
-    except ValueError:
-        found = {}
-    found = found if isinstance(found, dict) else {}
     threshold = found.get("threshold")
     past = f"threshold {threshold:g} {unit}" if isinstance(threshold, int | float) else ""
     at = found.get("change_at_run")
@@ -77,6 +75,21 @@ def format_evidence(row: Mapping[str, Any]) -> str:
         return f"no alarm ({past})" if past else "no alarm"
     alarm = f"alarm at run {at + 1} of {row['recent_n']}, {found.get('direction', '?')}"
     return f"{alarm}; {past}" if past else alarm
+
+
+def _detail(text: object) -> dict[str, Any]:
+    """A result's detail as a mapping; a stored drift event's (drift_events.event_detail: the
+    status and adjusted p, the result's own detail as its note) is its note's, with the rest
+    under ``stored``."""
+    try:
+        found = json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    if "note" in found and "status" in found:
+        return {**_detail(found["note"]), "stored": found}
+    return found
 
 
 def format_value(metric: str, value: float | None) -> str:

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.durations import format_duration
-from agenttrail.evaluators.monitoring.display import TEST_EFFECTS, format_effect, format_p, format_value
+from agenttrail.evaluators.monitoring.display import (
+    TEST_EFFECTS,
+    format_effect,
+    format_evidence,
+    format_value,
+)
 from agenttrail.evaluators.monitoring.report_data import AgentReport, Report, ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.route_store import lazy_store
 
@@ -216,7 +221,7 @@ def _drift_table(events: Sequence[dict[str, Any]]) -> str:
             "first detected (UTC)",
             "last detected (UTC)",
             "checks",
-            "p-value",
+            "p (adjusted) / alarm",
             "effect size",
             "baseline",
             "recent",
@@ -230,7 +235,7 @@ def _drift_table(events: Sequence[dict[str, Any]]) -> str:
                 _utc(d["first"]),
                 _utc(d["last"]),
                 _e(d["checks"]),
-                _e(format_p(d["p_value"])),
+                _e(format_evidence(d)),
                 _e(format_effect(d.get("effect") or TEST_EFFECTS.get(d["test"], "effect"), d["effect_size"])),
                 _e(format_value(d["metric"], d["baseline_value"])),
                 _e(format_value(d["metric"], d["recent_value"])),
