@@ -341,6 +341,11 @@ def make_cli(wiring: Wiring) -> LazyGroup:
     def group(log_level: str) -> None:
         """agenttrail: trace LLM agents with OpenTelemetry, rebuild their trajectories, evaluate them."""
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if log_level.lower() != "debug":
+            # The ClickHouse driver and its HTTP pool warn of each failed request that agenttrail
+            # reports itself (StoreUnavailable: the URL and what to check), in lines of tracebacks.
+            for name in ("urllib3.connectionpool", "clickhouse_connect.driver"):
+                logging.getLogger(name).setLevel(logging.ERROR)
 
     assert isinstance(group, LazyGroup)
     group.wiring = wiring

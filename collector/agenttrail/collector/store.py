@@ -198,6 +198,7 @@ _DATA_ERROR_CODES = frozenset(
 )
 _ERROR_CODE = re.compile(r"Code: (\d+)")
 _MEMORY_LIMIT_EXCEEDED = 241
+_SOCKET_ERROR = re.compile(r"(\[Errno -?\d+\] [^\"')]+|timed out)")
 
 
 def _translate(exc: Exception, location: StoreLocation) -> StoreError:
@@ -208,9 +209,11 @@ def _translate(exc: Exception, location: StoreLocation) -> StoreError:
             "stop that process or point --store at another directory"
         )
     if isinstance(exc, _driver_errors()[1]) or "Connection refused" in text or "Max retries" in text:
+        # The socket's own error (refused, unknown host, timed out) rather than urllib3's wrapping.
+        cause = _SOCKET_ERROR.search(text)
+        why = cause.group(1) if cause else text.splitlines()[0][:300]
         return StoreUnavailable(
-            f"cannot reach {location.describe()}: {text.splitlines()[0][:300]}. "
-            "Check the URL and that ClickHouse is running."
+            f"cannot reach {location.describe()}: {why}. Check the URL and that ClickHouse is running."
         )
     message = f"{location.describe()} failed: {text.splitlines()[0][:500]}"
     codes = {int(code) for code in _ERROR_CODE.findall(text)}

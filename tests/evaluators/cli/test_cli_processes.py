@@ -88,6 +88,18 @@ def test_worker_says_when_the_server_does_not_answer() -> None:
     assert "Check the URL and that ClickHouse is running." in done.stderr
 
 
+def test_an_unreachable_server_is_one_line_naming_the_socket_error() -> None:
+    """A read against a server URL nobody answers on: exit 4 and one line, the URL and the
+    socket's own error, without the driver's retry warnings and urllib3's wrapping around it."""
+    url = f"http://127.0.0.1:{closed_port()}"
+    done = agenttrail("trajectories", "--store", url, timeout=60)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.splitlines() == [
+        f"Error: cannot reach ClickHouse {url}: [Errno 111] Connection refused. "
+        "Check the URL and that ClickHouse is running."
+    ]
+
+
 @pytest.fixture
 def server_database() -> Iterator[tuple[str, str]]:
     """A fresh database on the ClickHouse server; dropped after the test."""
