@@ -82,9 +82,11 @@ def insert_drift(
     at: float,
     drifted: bool = True,
     detail: str = "recent window lower",
+    test: str = "mann_whitney",
+    p_value: float | None = 0.001,
 ) -> None:
     row = DriftEventRow(
-        f"{at:.3f}", agent, "", metric, "mann_whitney", int(drifted), 0.001, 0.8, 500, 120, 0.9, 0.6,
+        f"{at:.3f}", agent, "", metric, test, int(drifted), p_value, 0.8, 500, 120, 0.9, 0.6,
         f"{at - 3600:.3f}", f"{at:.3f}", detail,
     )  # fmt: skip
     store.insert("drift_events", [row])

@@ -158,3 +158,29 @@ def test_drift_summary_reads_the_events_detail_as_text(alert_store: Any) -> None
         "; adjusted p=0.00088, effect size as cohens_h, baseline version 1.0, fewer runs than usual"
     ), observation.detail
     assert "{" not in observation.detail
+
+
+def test_a_change_detectors_drift_summary_says_where_it_alarmed(alert_store: Any) -> None:
+    """A Page-Hinkley drift (no p-value) reads as its alarm and threshold in the alert's summary,
+    not "p=-" and the detector's raw JSON."""
+    now = time.time()
+    alarm = '{"change_at_run": 37, "direction": "up", "threshold": 12.0}'
+    stored = DriftResult(
+        "a", "", "latency", "page_hinkley", "drift", None, None, 0.91, "mean_shift_sd",
+        300, 120, 1.08, 1.79, datetime.now(UTC), datetime.now(UTC), "24h", alarm,
+    )  # fmt: skip
+    insert_drift(
+        alert_store,
+        agent="a",
+        metric="latency",
+        at=now - 60,
+        detail=event_detail(stored),
+        test="page_hinkley",
+        p_value=None,
+    )
+    [observation] = DriftDetected(window_s=HOUR).observe(alert_store, Scope(), now)
+    assert observation.detail.startswith("page_hinkley effect size"), observation.detail
+    assert observation.detail.endswith(
+        "; effect size as mean_shift_sd, baseline 24h, alarm at run 38, up; threshold 12 sd"
+    )
+    assert "{" not in observation.detail

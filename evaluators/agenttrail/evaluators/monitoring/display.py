@@ -68,12 +68,20 @@ def format_evidence(row: Mapping[str, Any]) -> str:
         return f"p {format_p(row['p_value'])}, adj {format_p(adjusted)}"
     if row.get("status", stored.get("status")) == "insufficient_data":
         return "-"
+    return format_alarm(row["test"], found, row["recent_n"])
+
+
+def format_alarm(test: str, found: Mapping[str, Any], recent_n: int | None = None) -> str:
+    """A change detector's finding (its result's detail): "alarm at run 38 of 150, up; threshold
+    12 sd", or "no alarm (threshold 12 sd)"."""
+    unit = CHANGE_THRESHOLD_UNITS.get(test, "")
     threshold = found.get("threshold")
-    past = f"threshold {threshold:g} {unit}" if isinstance(threshold, int | float) else ""
+    past = f"threshold {threshold:g} {unit}".rstrip() if isinstance(threshold, int | float) else ""
     at = found.get("change_at_run")
     if not isinstance(at, int):
         return f"no alarm ({past})" if past else "no alarm"
-    alarm = f"alarm at run {at + 1} of {row['recent_n']}, {found.get('direction', '?')}"
+    alarm = f"alarm at run {at + 1}" + (f" of {recent_n}" if recent_n else "")
+    alarm += f", {found.get('direction', '?')}"
     return f"{alarm}; {past}" if past else alarm
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agenttrail.collector.schema import Migration
+from agenttrail.evaluators.monitoring.display import CHANGE_THRESHOLD_UNITS, format_alarm
 
 if TYPE_CHECKING:
     from agenttrail.collector.store import Store
@@ -77,9 +78,10 @@ def event_detail(result: DriftResult) -> str:
     )
 
 
-def event_detail_text(detail: str) -> str:
+def event_detail_text(detail: str, test: str = "") -> str:
     """Detail as a person reads it in an alert's summary: the adjusted p, how the effect size is
-    measured, the baseline and the note (the status is the row's Drifted); any other text as is."""
+    measured, the baseline and the note (a change detector's alarm in words: `test` names it; the
+    status is the row's Drifted); any other text as is."""
     try:
         document = json.loads(detail)
     except ValueError:
@@ -94,9 +96,21 @@ def event_detail_text(detail: str) -> str:
         parts.append(f"effect size as {document['effect']}")
     if document.get("baseline"):
         parts.append(f"baseline {document['baseline']}")
-    if document.get("note"):
-        parts.append(str(document["note"]))
+    note = document.get("note")
+    found = _json_object(note) if test in CHANGE_THRESHOLD_UNITS else None
+    if found is not None:  # a change detector's alarm, in words
+        parts.append(format_alarm(test, found))
+    elif note:
+        parts.append(str(note))
     return ", ".join(parts)
+
+
+def _json_object(text: object) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at: float | None = None) -> int:

@@ -436,13 +436,18 @@ class DriftDetected(Condition):
                 effect,
                 None,
                 True,
-                f"{test} p={_maybe(p_value, '.2g')} effect size {_maybe(effect, '.3f')}, "
+                f"{test}{_p(p_value)} effect size {_maybe(effect, '.3f')}, "
                 f"{_maybe(baseline, '.3f')} -> {_maybe(recent, '.3f')}; {events} drift event(s) in the last "
                 f"{format_duration(self.window_s)}"
-                + (f"; {text}" if (text := event_detail_text(detail)) else ""),
+                + (f"; {text}" if (text := event_detail_text(detail, test)) else ""),
             )
             for labels, (events, effect, p_value, test, baseline, recent, detail) in rows
         ]
+
+
+def _p(p_value: float | None) -> str:
+    """The p-value as a summary shows it (" p=0.001"); nothing for a change detector, which has none."""
+    return "" if p_value is None else f" p={p_value:.2g}"
 
 
 def _maybe(value: float | None, spec: str) -> str:
