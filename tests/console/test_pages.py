@@ -292,6 +292,16 @@ def test_drift_compare_and_references_pages_render(page: Any, console: Console) 
     assert "two_proportion_z" in drifted.first.inner_text()
     assert page.locator("tbody tr").count() > drifted.count()  # passing tests are listed too
     shoot(page, "drift")
+    # The change detectors (no p-value) say where they alarmed, counted from 1 as the CLI does.
+    detectors = page.locator(
+        "tr", has=page.locator("td", has_text=re.compile("^(page_hinkley|bernoulli_cusum)$"))
+    )
+    assert detectors.count() >= 1
+    for text in detectors.all_inner_texts():
+        assert re.search(r"(alarm at run \d+ of \d+, (up|down)|no alarm \(); threshold \d+", text) or (
+            "no alarm (threshold" in text
+        ), text
+        assert "change at run" not in text
     page.goto(f"{console.url}/compare")
     assert "1.0 → 1.1" in page.locator("h2").first.inner_text()
     refund = page.locator("tr", has=page.locator("a", has_text=re.compile("^issue_refund$")))

@@ -49,6 +49,7 @@ from agenttrail.evaluators.console.run_page import pretty_json, trace_page
 from agenttrail.evaluators.console.runs import RunsFilter, filter_choices, list_runs, score_badges
 from agenttrail.evaluators.monitoring.alerts.config import AlertRule, describe_rule
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
+from agenttrail.evaluators.monitoring.display import CHANGE_THRESHOLD_UNITS, format_alarm
 from agenttrail.evaluators.scoring.audit import AuditSubject
 from agenttrail.evaluators.scoring.reference_store import latest_references
 from agenttrail.evaluators.scoring.rescore import rescore_task
@@ -334,6 +335,10 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
             for key in ("at", "window_start", "window_end"):
                 finding[key] = finding[key] / 1000
             finding["detail"] = _detail(finding["detail"])
+            note = finding["detail"].get("note") if isinstance(finding["detail"], dict) else None
+            if finding["test"] in CHANGE_THRESHOLD_UNITS and isinstance(note, dict):
+                # A change detector's finding in words, as `agenttrail drift` prints it.
+                finding["detail"]["note"] = format_alarm(finding["test"], note, finding["recent_n"])
 
         def examples(s: Store) -> None:
             for finding in findings:  # drifted ones: a few runs each that show the change
