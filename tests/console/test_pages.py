@@ -210,6 +210,18 @@ def test_agent_overview_charts_mark_the_release_drift_and_alert(page: Any, conso
     assert "failure_rate" in events
     for rule in fired:
         assert rule in events
+    # Each drift finding says what it rests on as `agenttrail drift` does: a p-value with its
+    # adjusted one, or, for a change detector (no p-value), where it alarmed; never "p=–".
+    findings = page.locator(
+        "ul.events li", has=page.locator("span.badge", has_text="drift")
+    ).all_inner_texts()
+    assert findings
+    for text in findings:
+        assert "p=" not in text, text
+        if "page_hinkley" in text or "bernoulli_cusum" in text:
+            assert re.search(r"alarm at run \d+ of \d+, (up|down); threshold", text), text
+        else:
+            assert re.search(r"p [\d.e-]+, adj [\d.e-]+", text), text
     tools = page.locator("table[aria-label='Tools by errors'] tbody tr").first.inner_text()
     assert "issue_refund" in tools
     shoot(page, "agent")

@@ -17,6 +17,7 @@ from agenttrail.collector.store import Store
 from agenttrail.evaluators.console.charts import Band, Chart, Marker, Series
 from agenttrail.evaluators.monitoring import sources
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_history
+from agenttrail.evaluators.monitoring.display import format_evidence
 from agenttrail.evaluators.monitoring.sources import runs_sql
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.monitoring.timespec import format_duration
@@ -88,11 +89,13 @@ def releases(store: Store, agent: str) -> list[Marker]:
 
 
 def drift_findings(store: Store, agent: str, start: float, end: float) -> list[dict[str, Any]]:
-    """Drift tests that found drift in the period, first detection per (metric, test)."""
+    """Drift tests that found drift in the period, first detection per (metric, test), each with
+    its evidence worded as `agenttrail drift` words it (a p-value, or a change detector's alarm)."""
     rows = store.query(
         "SELECT Metric, Test, min(toUnixTimestamp64Milli(DetectedAt)), argMin(PValue, DetectedAt), "
         "argMin(EffectSize, DetectedAt), argMin(toUnixTimestamp64Milli(WindowStart), DetectedAt), "
-        "argMin(toUnixTimestamp64Milli(WindowEnd), DetectedAt), argMin(Detail, DetectedAt) "
+        "argMin(toUnixTimestamp64Milli(WindowEnd), DetectedAt), argMin(Detail, DetectedAt), "
+        "argMin(RecentN, DetectedAt) "
         "FROM drift_events WHERE Agent = {agent:String} AND Drifted = 1 "
         "AND DetectedAt >= fromUnixTimestamp64Milli({start:Int64}) "
         "AND DetectedAt <= fromUnixTimestamp64Milli({end:Int64}) GROUP BY Metric, Test ORDER BY 3",
@@ -108,8 +111,11 @@ def drift_findings(store: Store, agent: str, start: float, end: float) -> list[d
             "window_start": w0 / 1000,
             "window_end": w1 / 1000,
             "detail": detail,
+            "evidence": format_evidence(
+                {"test": test, "p_value": p_value, "detail": detail, "recent_n": recent_n}
+            ),
         }
-        for metric, test, at, p_value, effect, w0, w1, detail in rows
+        for metric, test, at, p_value, effect, w0, w1, detail, recent_n in rows
     ]
 
 
