@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from agenttrail.collector.schema import Migration
-from agenttrail.evaluators.monitoring.rollups import ROLLUP_MIGRATIONS
+from agenttrail.evaluators.monitoring.rollups import ROLLUP_MIGRATIONS, SCORES_VERSION
 
 
 class ScoreRow(NamedTuple):
@@ -195,5 +195,10 @@ EVALUATOR_MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(110, "judge results in scores: model, tokens, latency, cost, details", ADD_JUDGE_COLUMNS),
     *ROLLUP_MIGRATIONS,
-    Migration(123, "scores written a run a row (arrays), expanded by a view", (SCORES_RUNS, SCORES_RUNS_MV)),
+    # SCORES_VERSION again (IF NOT EXISTS): the view writes the column 122 adds.
+    Migration(
+        123,
+        "scores written a run a row (arrays), expanded by a view",
+        (SCORES_VERSION, SCORES_RUNS, SCORES_RUNS_MV),
+    ),
 )
