@@ -106,3 +106,22 @@ def test_a_wake_up_between_the_check_and_the_wait_is_not_lost(store: Any) -> Non
     finally:
         worker.resume.set()
         worker.stop()
+
+
+def test_a_cycle_ends_with_the_batch_that_drained_the_queue(store: Any) -> None:
+    """A batch smaller than the batch size was everything pending when it asked: the cycle ends
+    there instead of asking once more (a heartbeat, the shards and the queue query for nothing);
+    a full batch asks again."""
+    migrate(store, EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(batch_size=2))
+    worker.cycle()  # the first, empty, full scan
+    traces = [new_run(store) for _ in range(3)]
+    before = worker.counters.cycles
+    worker.cycle()
+    assert worker.counters.cycles - before == 2  # batches of 2 and 1: the second drained it
+    assert set(traces) <= decided(store)
+    trace = new_run(store)
+    before = worker.counters.cycles
+    worker.cycle()
+    assert worker.counters.cycles - before == 1
+    assert trace in decided(store)

@@ -309,7 +309,8 @@ class EvaluatorWorker(RunQueueWorker):
         self.store.insert("scores_runs", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
         record_decisions(self.store, decisions)
-        if len(rows) < self.config.batch_size:
+        self.queue_drained = len(rows) < self.config.batch_size
+        if self.queue_drained:
             self._drained(asked_at, full_scan)
         return len(rows)
 
