@@ -51,15 +51,22 @@ def test_cluster_ddl_parses_in_clickhouse(store: Store) -> None:
         text = statement.rstrip(";")
         (formatted,) = store.query("SELECT formatQuery({q:String})", {"q": text})[0]
         assert "ON CLUSTER prod" in formatted or formatted.startswith("INSERT INTO traces.")
-        engine = re.search(r"ENGINE = (\w+)", formatted)
+        engine = re.search(r"ENGINE = `?(\w+)", formatted)
         if engine:
             kinds[engine.group(1)] = kinds.get(engine.group(1), 0) + 1
-    assert kinds["Distributed"] == kinds["ReplicatedMergeTree"] + kinds["ReplicatedReplacingMergeTree"]
+    # a Null entry table (scores_runs) keeps nothing to replicate, and has its Distributed table too
+    replicated = kinds["ReplicatedMergeTree"] + kinds["ReplicatedReplacingMergeTree"]
+    assert kinds["Distributed"] == replicated + kinds["Null"]
     assert not {k for k in kinds if k.endswith("MergeTree") and not k.startswith("Replicated")}
     joined = "\n".join(statements)
-    for table in ("otel_traces", "trajectories", "scores", "evaluation_decisions", "assembled_traces"):
+    for table in (
+        *("otel_traces", "trajectories", "scores", "scores_runs"),
+        *("evaluation_decisions", "assembled_traces"),
+    ):
         assert f"Distributed(prod, traces, {table}_local, cityHash64(TraceId))" in joined
     assert "TO traces.otel_traces_trace_id_ts_local" in joined
+    # an ARRAY JOIN's arrays are the entry table's columns, not tables to qualify
+    assert "FROM traces.scores_runs_local ARRAY JOIN Metrics AS Metric" in joined
     assert "replicated_deduplication_window_seconds = 604800" in joined
     assert "non_replicated" not in joined
     assert "FROM traces.otel_traces_local" in joined

@@ -22,7 +22,7 @@ from agenttrail.evaluators.monitoring.alerts.schema import AlertHistoryRow, Aler
 from agenttrail.evaluators.monitoring.drift_events import DriftEventRow
 from agenttrail.evaluators.monitoring.hourly import RollupHourRow
 from agenttrail.evaluators.scoring.run_queue import DecisionRow
-from agenttrail.evaluators.scoring.schema import HeartbeatRow, ReferenceRow, ScoreRow
+from agenttrail.evaluators.scoring.schema import HeartbeatRow, ReferenceRow, ScoredRunRow, ScoreRow
 
 # Every table written from Python with Store.insert, its row type, and a column that tells one
 # test row from the others (given a fresh value per example). `otel_traces` is not here: the
@@ -151,3 +151,25 @@ def test_insert_refuses_rows_without_names(full_store: Store) -> None:
     mixed = [TrajectoryRow(*[""] * 28), ScoreRow(*[""] * 15)]
     with pytest.raises(TypeError, match="got ScoreRow, TrajectoryRow"):
         full_store.insert("trajectories", mixed)
+
+
+def test_a_scored_run_row_is_stored_as_a_score_row_a_metric(full_store: Store) -> None:
+    """`scores_runs` (the evaluator's entry, a Null table) has ScoredRunRow's columns, and its
+    view stores a row of it in `scores` as one row a metric, the run's columns on each."""
+    assert ScoredRunRow._fields == tuple(name for name, _ in described(full_store, "scores_runs"))
+    trace = uuid.uuid4().hex
+    run = ScoredRunRow(
+        *(trace, "root", "trajectory", "trajectory-v", "bot", "refund", "1700000000.250000", 2, 3),
+        *("1700000001.500000", "v7", ["exact", "recall"], [1.0, 0.5], ["pass", ""]),
+    )
+    full_store.insert("scores_runs", [run])
+    rows = full_store.query(
+        "SELECT Metric, Score, Label, RootSpanId, Evaluator, EvaluatorVersion, Agent, Task, "
+        "toUnixTimestamp64Micro(RunStart), Revision, ReferenceVersion, "
+        "toUnixTimestamp64Micro(CreatedAt), AgentVersion, Explanation, Error, Model, PromptTokens "
+        "FROM scores WHERE TraceId = {t:String} ORDER BY Metric",
+        {"t": trace},
+    )
+    run_columns = ("root", "trajectory", "trajectory-v", "bot", "refund", 1700000000250000, 2, 3)
+    stored = (1700000001500000, "v7", "", "", "", 0)
+    assert rows == [("exact", 1.0, "pass", *run_columns, *stored), ("recall", 0.5, "", *run_columns, *stored)]

@@ -38,7 +38,9 @@ _CREATE_VIEW = re.compile(
 )
 _CREATE_PLAIN_VIEW = re.compile(r"^\s*CREATE VIEW IF NOT EXISTS (\w+)(\s+AS SELECT .*)$", re.S)
 _INSERT_SELECT = re.compile(r"^\s*INSERT INTO (\w+)(\s.*)$", re.S)
-_SOURCE = re.compile(r"\b(FROM|JOIN) (\w+)\b")
+# A table a statement reads (an ARRAY JOIN's arrays are columns, not tables).
+_SOURCE = re.compile(r"\b(FROM|(?<!ARRAY )JOIN) (\w+)\b")
+_NULL_ENGINE = re.compile(r"ENGINE = Null\s*$")
 _ALTER = re.compile(r"^\s*ALTER TABLE (\w+) (.*)$", re.S)
 _ALTER_VIEW_QUERY = re.compile(r"^\s*ALTER TABLE (\w+) MODIFY QUERY(\s+SELECT .*)$", re.S)
 
@@ -113,6 +115,14 @@ class ClusterSchema:
         return _SOURCE.sub(qualify, select)
 
     def _create_table(self, table: str, body: str) -> list[str]:
+        if _NULL_ENGINE.search(body):
+            # An entry table that keeps nothing (its views write on): nothing to replicate; the
+            # Distributed table sends each row to its shard's, whose views write the local rows.
+            statements = [f"CREATE TABLE IF NOT EXISTS {self.on(self.local(table))} ({body.rstrip()}"]
+            self.tables.append(table)
+            if self.distributed:
+                statements.append(self._distributed(table, body))
+            return statements
         engine = _ENGINE.search(body)
         if engine is None:
             raise ValueError(f"table {table}: no MergeTree engine to replicate")
@@ -128,12 +138,15 @@ class ClusterSchema:
         statements = [f"CREATE TABLE IF NOT EXISTS {self.on(self.local(table))} ({body.rstrip()}"]
         self.tables.append(table)
         if self.distributed:
-            statements.append(
-                f"CREATE TABLE IF NOT EXISTS {self.on(table)} AS {self.database}.{self.local(table)}\n"
-                f"ENGINE = Distributed({self.cluster}, {self.database}, {self.local(table)}, "
-                f"{self._shard_key(table, body)})"
-            )
+            statements.append(self._distributed(table, body))
         return statements
+
+    def _distributed(self, table: str, body: str) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.on(table)} AS {self.database}.{self.local(table)}\n"
+            f"ENGINE = Distributed({self.cluster}, {self.database}, {self.local(table)}, "
+            f"{self._shard_key(table, body)})"
+        )
 
     @staticmethod
     def _shard_key(table: str, body: str) -> str:

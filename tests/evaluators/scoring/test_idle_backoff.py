@@ -5,6 +5,7 @@ grow with the idle wait."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -64,3 +65,63 @@ def test_a_backed_off_worker_scores_at_once_when_woken(store: Any) -> None:
         assert trace in decided(store)
     finally:
         worker.stop()
+
+
+class HeldAfterAnEmptyCheck(EvaluatorWorker):
+    """The real worker, held once just after a batch query found nothing: between its check and
+    its wait, where a wake-up that is not kept would be lost."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold = threading.Event()  # set: hold the next empty check
+        self.checked = threading.Event()
+        self.resume = threading.Event()
+
+    def run_once(self) -> int:
+        decided_runs = super().run_once()
+        if not decided_runs and self.hold.is_set():
+            self.hold.clear()
+            self.checked.set()
+            self.resume.wait()
+        return decided_runs
+
+
+def test_a_wake_up_between_the_check_and_the_wait_is_not_lost(store: Any) -> None:
+    """A run assembled (and its wake-up sent) after the worker's query found nothing but before
+    the worker waits is scored at once, not after the idle wait (an hour here): the wake-up
+    outlives the cycle it arrived in."""
+    migrate(store, EVALUATOR_MIGRATIONS)
+    worker = HeldAfterAnEmptyCheck(store.clone, EvaluatorConfig(poll_interval_s=3600.0))
+    worker.hold.set()
+    worker.start()
+    try:
+        assert worker.checked.wait(30), "the worker's first cycle did not run"
+        trace = new_run(store)
+        worker.wake()  # the assembler's, while the worker is past its check
+        worker.resume.set()
+        deadline = time.monotonic() + 30  # a guard against hanging, not a timing figure
+        while trace not in decided(store) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert trace in decided(store), "the wake-up was lost: the worker waits out its idle wait"
+    finally:
+        worker.resume.set()
+        worker.stop()
+
+
+def test_a_cycle_ends_with_the_batch_that_drained_the_queue(store: Any) -> None:
+    """A batch smaller than the batch size was everything pending when it asked: the cycle ends
+    there instead of asking once more (a heartbeat, the shards and the queue query for nothing);
+    a full batch asks again."""
+    migrate(store, EVALUATOR_MIGRATIONS)
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(batch_size=2))
+    worker.cycle()  # the first, empty, full scan
+    traces = [new_run(store) for _ in range(3)]
+    before = worker.counters.cycles
+    worker.cycle()
+    assert worker.counters.cycles - before == 2  # batches of 2 and 1: the second drained it
+    assert set(traces) <= decided(store)
+    trace = new_run(store)
+    before = worker.counters.cycles
+    worker.cycle()
+    assert worker.counters.cycles - before == 1
+    assert trace in decided(store)

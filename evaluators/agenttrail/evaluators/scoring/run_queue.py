@@ -156,6 +156,10 @@ class RunQueueWorker(BackgroundLoop):
         # after each cycle that decided nothing, up to idle_wait_max_s.
         self._wait_s = poll_interval_s
         self.idle_wait_max_s = max(poll_interval_s, min(IDLE_WAIT_MAX_S, 2 * heartbeat_s))
+        # Set by a `run_once` whose batch was all that was pending when it asked: the cycle ends
+        # without one more (empty) batch, ~20 ms of heartbeat, shards and queue query. Runs
+        # assembled since woke the worker, so the next cycle starts at once.
+        self.queue_drained = False
 
     @property
     def store(self) -> Store:
@@ -174,10 +178,13 @@ class RunQueueWorker(BackgroundLoop):
         super().start()
 
     def cycle(self) -> None:
-        """Drain the queue: batches until none is pending (or we are stopping)."""
+        """Drain the queue: batches until none is pending, or one says it found the queue
+        drained (`queue_drained`), or we are stopping."""
         decided = 0
         while (batch := self.run_once()) and not self._stop.is_set():
             decided += batch
+            if self.queue_drained:
+                break
         self._backoff(idle=not decided)
 
     def _backoff(self, *, idle: bool) -> None:

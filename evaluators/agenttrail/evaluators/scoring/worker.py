@@ -38,7 +38,7 @@ from agenttrail.evaluators.scoring.run_queue import (
     pending_runs,
     record_decisions,
 )
-from agenttrail.evaluators.scoring.schema import ScoreRow
+from agenttrail.evaluators.scoring.schema import ScoredRunRow
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ class EvaluatorWorker(RunQueueWorker):
             if take
         ]
         outcomes = iter(self._compute(runs, {task: stored.entry for task, stored in references.items()}))
-        scores: list[ScoreRow] = []
+        scores: list[ScoredRunRow] = []
         decisions: list[DecisionRow] = []
         now, stamp = now_stamp()
         for row, take in zip(rows, sampled, strict=True):
@@ -269,30 +269,26 @@ class EvaluatorWorker(RunQueueWorker):
                     results = outcome
                 if decision == "scored" and reference is None:
                     detail = f"no reference for task {task!r}" if task else "run has no task"
-                run_start = f"{start_us / 1e6:.6f}"
-                reference_version = reference.version if reference else 0
-                scores.extend(
-                    ScoreRow(
-                        TraceId=trace_id,
-                        RootSpanId=root,
-                        Metric=metric,
-                        Evaluator=EVALUATOR,
-                        EvaluatorVersion=self.version,
-                        Score=value,
-                        Label=metric_label(metric, value),
-                        Explanation="",
-                        Agent=agent,
-                        Task=task,
-                        RunStart=run_start,
-                        Revision=revision,
-                        ReferenceVersion=reference_version,
-                        Error="",
-                        CreatedAt=stamp,
-                        AgentVersion=agent_version,
+                metrics = [(metric, value) for metric, value in results.items() if value is not None]
+                if metrics:
+                    scores.append(
+                        ScoredRunRow(
+                            TraceId=trace_id,
+                            RootSpanId=root,
+                            Evaluator=EVALUATOR,
+                            EvaluatorVersion=self.version,
+                            Agent=agent,
+                            Task=task,
+                            RunStart=f"{start_us / 1e6:.6f}",
+                            Revision=revision,
+                            ReferenceVersion=reference.version if reference else 0,
+                            CreatedAt=stamp,
+                            AgentVersion=agent_version,
+                            Metrics=[metric for metric, _ in metrics],
+                            Scores=[value for _, value in metrics],
+                            Labels=[metric_label(metric, value) for metric, value in metrics],
+                        )
                     )
-                    for metric, value in results.items()
-                    if value is not None
-                )
                 if decision == "scored":
                     self.counters.scored_runs += 1
                     self.counters.score_delays_s.append(now - (start_us / 1e6 + latency_s))
@@ -309,10 +305,12 @@ class EvaluatorWorker(RunQueueWorker):
                     DecidedAt=stamp,
                 )
             )
-        self.store.insert("scores", scores)
+        # One row a run, expanded into `scores` by its view (migration 123).
+        self.store.insert("scores_runs", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
         record_decisions(self.store, decisions)
-        if len(rows) < self.config.batch_size:
+        self.queue_drained = len(rows) < self.config.batch_size
+        if self.queue_drained:
             self._drained(asked_at, full_scan)
         return len(rows)
 
