@@ -229,6 +229,36 @@ GROUP BY TraceId, RootSpanId, Metric)
 """
 
 
+# The hours (Unix seconds) holding a live row of a run whose live rows of a metric (of
+# {metrics}) lie at more than one start: only runs stored more than once can have such rows.
+_HOURS_OF_SPLIT_RUNS = """
+SELECT DISTINCT toUInt32(arrayJoin(hours)) FROM (
+    SELECT groupUniqArray(intDiv(toUnixTimestamp64Micro(RunStart), 3600000000) * 3600) AS hours
+    FROM {scores} FINAL
+    PREWHERE Metric IN {{metrics:Array(String)}} AND {run_hash} IN (SELECT RunHash FROM {revised}){limit}
+    GROUP BY TraceId, RootSpanId, Metric HAVING min(RunStart) != max(RunStart))
+"""
+
+
+def hours_of_split_runs(
+    store: Store, metrics: Sequence[str], limit: str = "", params: dict[str, Any] | None = None
+) -> set[int]:
+    """The hours holding a row of a run whose live rows of one of `metrics` lie at two starts
+    (moved between two evaluator versions' scores: a first revision's score written after a
+    later one's, or rows stored before migration 123). Without such a run, every run's rows of
+    those metrics lie at one start, so a condition on RunStart keeps or drops all of them
+    (`scores_sql`'s `run_start`). `limit`: a condition on the run's hash (drift's sample) with
+    its `params`. Rollups only (`ROLLUPS.revised`)."""
+    assert ROLLUPS.revised is not None
+    sql = _HOURS_OF_SPLIT_RUNS.format(
+        scores=ROLLUPS.scores,
+        run_hash=_RUN_HASH,
+        revised=ROLLUPS.revised,
+        limit=f" AND {limit}" if limit else "",
+    )
+    return {int(hour) for (hour,) in store.query(sql, {**(params or {}), "metrics": list(metrics)})}
+
+
 def multi_version_metrics(store: Store, since: str, until: str) -> list[str]:
     """Metrics that more than one evaluator version scored for runs started in [since, until).
 

@@ -310,17 +310,6 @@ class ScorePlan:
         return scores_sql([*where, rest], multi_version=self.rest_multi_version(hours), run_start=run_start)
 
 
-# The hours holding a live row of a run whose live rows of a metric (of {multi_version}) lie at
-# more than one start: only runs stored more than once (runs_revised) can have such rows.
-_HOURS_OF_SPLIT_RUNS = f"""
-SELECT DISTINCT toUInt32(arrayJoin(hours)) FROM (
-    SELECT groupUniqArray({hourly.HOUR_OF_RUN_START}) AS hours FROM scores_by_start FINAL
-    PREWHERE Metric IN {{multi_version:Array(String)}}
-        AND cityHash64(TraceId, RootSpanId) IN (SELECT RunHash FROM runs_revised)
-    GROUP BY TraceId, RootSpanId, Metric HAVING min(RunStart) != max(RunStart))
-"""
-
-
 def score_plan(store: Store, plan: HourlyPlan, bounds: list[str], params: dict[str, Any]) -> ScorePlan:
     """Which of `plan`'s hours answer the scores of the period (`bounds`: its RunStart
     conditions), and how the rest is read.
@@ -340,8 +329,7 @@ def score_plan(store: Store, plan: HourlyPlan, bounds: list[str], params: dict[s
     if not multi:
         return ScorePlan(plan, [])
     if tuple(multi) not in plan.split_hours:
-        found = store.query(_HOURS_OF_SPLIT_RUNS, {"multi_version": multi})
-        plan.split_hours[tuple(multi)] = {int(hour) for (hour,) in found}
+        plan.split_hours[tuple(multi)] = sources.hours_of_split_runs(store, multi)
     split = plan.split_hours[tuple(multi)]
     if not split:
         return ScorePlan(plan, multi, rest)
