@@ -284,6 +284,35 @@ def test_migration_123_deletes_the_rows_left_by_a_moved_run_of_an_existing_store
     assert precision_of_the_hour(store, later) == {"count": 1, "mean": pytest.approx(0.6), "std": 0.0}
 
 
+def test_a_run_moved_to_another_agent_between_versions_leaves_its_agent_in_the_rest_of_an_hourly_plan(
+    stats_store: Any,
+) -> None:
+    """A run re-assembled under another agent at the same start and scored there by ev2 only
+    keeps ev1's row under the old agent: its latest score is ev2's, of the new agent. The
+    partial hour before the plan's whole hours reads the runs stored again by their start
+    (sources.scores_sql run_start), grouped before the agent filter, not filtered first."""
+    base = (time.time() // HOUR - 4) * HOUR
+    moved, kept, later = (
+        Run(start=base + offset, agent="alpha", scores={"trajectory_precision": score})
+        for offset, score in ((1200, 0.2), (1300, 0.8), (HOUR + 100, 0.5))
+    )
+    store_runs(stats_store, [moved, kept, later])
+    other_agent = Run(**{**moved.__dict__, "agent": "beta", "scores": {"trajectory_precision": 0.9}})
+    insert_trajectories(stats_store, [trajectory_row(other_agent, version=2)])
+    stats_store.insert(
+        "scores", score_rows(other_agent, evaluator_version="ev2", created=base + 3 * HOUR, revision=2)
+    )
+    assert HourlyRollup(lambda: stats_store).run_once() > 0
+    query = StatsQuery(since=at(base + 600), until=at(base + 2 * HOUR), bucket_s=HOUR, agent="alpha")
+    found = {
+        row["bucket_start"]: row["metrics"]["trajectory_precision"] for row in query_stats(stats_store, query)
+    }
+    assert found == {
+        at(base).strftime("%Y-%m-%dT%H:%M:%SZ"): {"count": 1, "mean": pytest.approx(0.8), "std": 0.0},
+        at(base + HOUR).strftime("%Y-%m-%dT%H:%M:%SZ"): {"count": 1, "mean": pytest.approx(0.5), "std": 0.0},
+    }
+
+
 def test_single_and_null_scores(stats_store: Any) -> None:
     """One score has std 0; a metric whose only row is NULL (a failed judge) has count 0, no mean."""
     base = (time.time() // HOUR - 2) * HOUR
