@@ -16,11 +16,12 @@ deletion row, whose start is the time of deletion; a start time that moved, as w
 incomplete run's root span arrives) would leave the old row counted. For those, the `_moved`
 views look up the run's earlier rows in the base table, and in the inserted block itself (which
 a view does not see in the table: migration 121), and write a deletion marker under each
-earlier key. The lookup runs only for rows that can have an earlier row: deletions and
-revisions after the first (Revision != 1), a few percent of the rows, so first assemblies and
-first scores cost one plain copy each. The views read the base tables through the plain views
-`trajectories_stored` and `scores_stored`: inside a materialized view the table's own name
-means the inserted block only.
+earlier key (for a score, of every evaluator version since migration 123: a moved run's rows
+of another version stayed live under the old start). The lookup runs only for rows that can
+have an earlier row: deletions and revisions after the first (Revision != 1), a few percent of
+the rows, so first assemblies and first scores cost one plain copy each. The views read the
+base tables through the plain views `trajectories_stored` and `scores_stored`: inside a
+materialized view the table's own name means the inserted block only.
 
 What the copies do not see, the writers repeat: the sweep that deletes the scores of deleted
 runs (deleted_runs.py) deletes them from `scores_by_start` too, and retention ages both copies
