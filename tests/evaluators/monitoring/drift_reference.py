@@ -37,6 +37,8 @@ WHERE RunStart >= {{since:DateTime64(6)}} AND RunStart < {{until:DateTime64(6)}}
 GROUP BY Metric HAVING uniqExact(EvaluatorVersion) > 1
 """
 
+_MULTI_VERSION_ANYWHERE = "SELECT Metric FROM {table} GROUP BY Metric HAVING uniqExact(EvaluatorVersion) > 1"
+
 
 def reference_windows(
     store: Store, query: DriftQuery, settings: DriftSettings
@@ -125,6 +127,10 @@ def _load_scores(
         params["metrics"] = list(query.metrics)
     since = min(params["baseline_start"], params["recent_start"], key=float)
     multi = _MULTI_VERSION.format(table=sources.SOURCE.scores)
+    if not sources.SOURCE.keyed_by_start:  # the base tables keep a moved run's rows of another
+        # version under its old start (the rollups delete them: migration 123), so a metric two
+        # versions scored anywhere takes each run's latest score
+        multi = _MULTI_VERSION_ANYWHERE.format(table=sources.SOURCE.scores)
     params["multi_version"] = [
         row[0] for row in store.query(multi, {"since": since, "until": params["recent_end"]})
     ]

@@ -166,6 +166,48 @@ def test_scores_whose_run_lies_in_another_hour(rollup_store: Store) -> None:
     assert_answers_equal(store, base)
 
 
+def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: Store) -> None:
+    """A metric two evaluator versions scored takes each run's latest score over all its rows;
+    an hour's rows pick the latest within the hour. A run whose live rows lie at two starts (a
+    first revision's score written after a moved revision's, by the other version) keeps its
+    latest score only: the hours holding its rows are read raw (stats.score_plan), the other
+    hours still from their rows."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    rng = random.Random(13)
+    runs = [
+        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
+        for index in range(90)
+    ]
+    store_runs(store, runs)
+    rescored = [
+        row for run in runs for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
+    ]
+    store.insert("scores", rescored)  # every hour holds two versions of each metric
+    run = runs[0]  # in hour 1; moved to hour 3 and scored there by ev2
+    moved = replace(run, start=run.start + 2 * HOUR, scores={"trajectory_exact_match": 0.0})
+    insert_trajectories(store, [trajectory_row(moved, version=2)])
+    store.insert(
+        "scores", score_rows(moved, evaluator_version="ev2", created=base + 6 * HOUR + 10, revision=2)
+    )
+    late = replace(run, scores={"trajectory_exact_match": 1.0})  # ev1's score of revision 1, written last
+    store.insert("scores", score_rows(late, evaluator_version="ev1", created=base + 6 * HOUR + 20))
+    HourlyRollup(lambda: store).run_once()
+    assert fresh(store, base) == 3
+    assert_answers_equal(store, base)
+    query = StatsQuery(
+        since=at(base), until=at(base + 4 * HOUR), bucket_s=HOUR, metrics=("trajectory_exact_match",)
+    )
+    counts: dict[str, int] = {}
+    for row in query_stats(store, query):
+        bucket = row["bucket_start"]
+        counts[bucket] = counts.get(bucket, 0) + row["metrics"]["trajectory_exact_match"]["count"]
+    per_hour = {at(base + HOUR * step).strftime("%Y-%m-%dT%H:%M:%SZ"): 0 for step in (1, 2, 3)}
+    for found in runs:
+        per_hour[at(found.start // HOUR * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")] += 1
+    assert counts == per_hour, "the moved run counts once, in hour 1 (its latest score's)"
+
+
 def test_hours_of_an_older_layout_are_rolled_up_again(rollup_store: Store) -> None:
     """Hours rolled up before migration 118 (Layout 0: scores without their runs' model and
     version, no lowest-scored runs) answer as before, read scores with runs run by run, and the

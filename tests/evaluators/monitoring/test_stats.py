@@ -233,6 +233,86 @@ def test_the_reports_lowest_scored_runs_skip_a_run_moved_out_between_evaluator_v
     assert [(row["trace_id"], row["mean_score"]) for row in lowest] == [(kept.trace_id, pytest.approx(0.6))]
 
 
+def moved_and_scored_by_another_version(store: Any, base: float) -> Run:
+    """Two runs of [base, base + 1 h) scored by ev1 (0.6, 0.1); the second moves to base + 1 h
+    10 min, where ev2 scores it (0.95). Returns the first."""
+    kept, moved = (
+        Run(start=base + 60 * (i + 1), scores={"trajectory_precision": score})
+        for i, score in enumerate((0.6, 0.1))
+    )
+    store_runs(store, [kept, moved])
+    later = Run(**{**moved.__dict__, "start": base + HOUR + 600, "scores": {"trajectory_precision": 0.95}})
+    insert_trajectories(store, [trajectory_row(later, version=2)])
+    store.insert("scores", score_rows(later, evaluator_version="ev2", created=base + 2 * HOUR, revision=2))
+    return kept
+
+
+def precision_of_the_hour(store: Any, base: float) -> dict[str, Any]:
+    [row] = query_stats(store, StatsQuery(since=at(base), until=at(base + HOUR), bucket_s=HOUR))
+    assert row["runs"] == 1
+    return dict(row["metrics"]["trajectory_precision"])
+
+
+@pytest.mark.parametrize("rolled", [False, True], ids=["raw", "hourly"])
+def test_a_run_moved_out_and_scored_by_another_version_leaves_a_range_one_version_scored(
+    stats_store: Any, rolled: bool
+) -> None:
+    """The hour holds ev1's rows only, read as one version's: the moved run's ev1 row under its
+    old start is no longer its latest and must not count there (migration 123's view deletes
+    it), nor be the hour's lowest-scored run."""
+    base = (time.time() // HOUR - 3) * HOUR
+    kept = moved_and_scored_by_another_version(stats_store, base)
+    if rolled:
+        assert HourlyRollup(lambda: stats_store).run_once() > 0
+    assert precision_of_the_hour(stats_store, base) == {"count": 1, "mean": pytest.approx(0.6), "std": 0.0}
+    report = report_rows(stats_store, ReportQuery(since=at(base), until=at(base + HOUR), worst=1))
+    lowest = [row for row in report if row["kind"] == "worst" and row["why"] == "lowest_scored"]
+    assert [(row["trace_id"], row["mean_score"]) for row in lowest] == [(kept.trace_id, pytest.approx(0.6))]
+
+
+def test_migration_123_deletes_the_rows_left_by_a_moved_run_of_an_existing_store(store: Any) -> None:
+    """A store whose view deleted a moved run's rows of the re-scoring version only: migration
+    123 writes the markers of the other versions' rows, and its view those of later moves."""
+    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version != 123))
+    base = (time.time() // HOUR - 5) * HOUR
+    moved_and_scored_by_another_version(store, base)
+    assert precision_of_the_hour(store, base)["count"] == 2, "the old view left ev1's row"
+    assert migrate(store, ALL_MIGRATIONS) == [123]
+    assert precision_of_the_hour(store, base) == {"count": 1, "mean": pytest.approx(0.6), "std": 0.0}
+    later = base + 2 * HOUR
+    moved_and_scored_by_another_version(store, later)
+    assert precision_of_the_hour(store, later) == {"count": 1, "mean": pytest.approx(0.6), "std": 0.0}
+
+
+def test_a_run_moved_to_another_agent_between_versions_leaves_its_agent_in_the_rest_of_an_hourly_plan(
+    stats_store: Any,
+) -> None:
+    """A run re-assembled under another agent at the same start and scored there by ev2 only
+    keeps ev1's row under the old agent: its latest score is ev2's, of the new agent. The
+    partial hour before the plan's whole hours reads the runs stored again by their start
+    (sources.scores_sql run_start), grouped before the agent filter, not filtered first."""
+    base = (time.time() // HOUR - 4) * HOUR
+    moved, kept, later = (
+        Run(start=base + offset, agent="alpha", scores={"trajectory_precision": score})
+        for offset, score in ((1200, 0.2), (1300, 0.8), (HOUR + 100, 0.5))
+    )
+    store_runs(stats_store, [moved, kept, later])
+    other_agent = Run(**{**moved.__dict__, "agent": "beta", "scores": {"trajectory_precision": 0.9}})
+    insert_trajectories(stats_store, [trajectory_row(other_agent, version=2)])
+    stats_store.insert(
+        "scores", score_rows(other_agent, evaluator_version="ev2", created=base + 3 * HOUR, revision=2)
+    )
+    assert HourlyRollup(lambda: stats_store).run_once() > 0
+    query = StatsQuery(since=at(base + 600), until=at(base + 2 * HOUR), bucket_s=HOUR, agent="alpha")
+    found = {
+        row["bucket_start"]: row["metrics"]["trajectory_precision"] for row in query_stats(stats_store, query)
+    }
+    assert found == {
+        at(base).strftime("%Y-%m-%dT%H:%M:%SZ"): {"count": 1, "mean": pytest.approx(0.8), "std": 0.0},
+        at(base + HOUR).strftime("%Y-%m-%dT%H:%M:%SZ"): {"count": 1, "mean": pytest.approx(0.5), "std": 0.0},
+    }
+
+
 def test_single_and_null_scores(stats_store: Any) -> None:
     """One score has std 0; a metric whose only row is NULL (a failed judge) has count 0, no mean."""
     base = (time.time() // HOUR - 2) * HOUR

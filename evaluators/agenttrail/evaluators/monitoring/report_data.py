@@ -29,10 +29,11 @@ from agenttrail.evaluators.monitoring.sources import RUN_METRICS, multi_version_
 from agenttrail.evaluators.monitoring.stats import (
     IN_FRESH,
     HourlyPlan,
+    ScorePlan,
     StatsQuery,
     hourly_plan,
     joined_plan,
-    plan_multi_version,
+    score_plan,
     stats_with_plan,
 )
 
@@ -289,7 +290,7 @@ ORDER BY mean ASC, TraceId, RootSpanId LIMIT {{{{worst:UInt32}}}} BY Agent
 
 def _lowest_scored(
     store: Store,
-    plan: HourlyPlan | None,
+    split: ScorePlan | None,
     clauses: list[str],
     score_where: list[str],
     params: dict[str, Any],
@@ -298,18 +299,20 @@ def _lowest_scored(
     `_LOWEST_SCORED` finds them: picked among the scores, then joined to the live runs of the
     period (a pick whose run is not one is dropped, not replaced).
 
-    With a `joined_plan`, its hours' picks come from `lowest_by_hour` with their runs (a run's
-    scores there are all in its hour, and its run is live there with the scores' agent) and the
-    rest of the period's from its scores, joined to the rest's runs (where their runs are)."""
+    With a `joined_plan` (of `split`'s plan), its hours' picks come from `lowest_by_hour` with
+    their runs (a run's scores there are all in its hour, and its run is live there with the
+    scores' agent) and the rest of the period's from its scores, joined to the rest's runs
+    (where their runs are)."""
     part = None
-    if plan is not None and not params["multi_version"]:
-        part = joined_plan(store, plan, score_where, clauses, params)
+    if split is not None and split.plan is not None:
+        part = joined_plan(store, split, score_where, clauses, params)
     if part is None:
         scores = scores_sql(score_where, multi_version=params["multi_version"])
         sql = _LOWEST_SCORED.format(runs=runs_sql(clauses, _WORST_COLUMNS), scores=scores)
         return store.query(sql, params)
-    params = {**params, **part.params()}
-    raw = scores_sql([*score_where, part.in_gaps("RunStart")], multi_version=params["multi_version"])
+    assert split is not None
+    params = {**params, **split.rest_params(part)}
+    raw = split.rest_sql(score_where, part)
     rolled = " AND ".join((IN_FRESH, *clauses[2:]))
     picks = store.query(_LOWEST_PICKS.format(rolled=rolled, raw=raw), params)
     found = [(*run, mean) for _, _, _, mean, hour, *run in picks if hour]
@@ -330,11 +333,11 @@ def _worst_runs(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> li
     clauses, params = _conditions(query, "Start")
     score_clauses, score_params = _conditions(query, "RunStart")
     score_params = {**params, **score_params}
-    score_params["multi_version"] = (
-        multi_version_metrics(store, params["since"], params["until"])
-        if plan is None
-        else plan_multi_version(store, plan, score_clauses[:2], score_params)
-    )
+    split = None if plan is None else score_plan(store, plan, score_clauses[:2], score_params)
+    if split is None:
+        score_params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
+    else:
+        score_params["multi_version"] = split.multi_version
     score_where = [*score_clauses, "Score IS NOT NULL", "Metric NOT IN {run_metrics:Array(String)}"]
     found_rows: list[tuple[str, tuple[Any, ...]]] = []
     for why, sql, sql_params in (
@@ -342,7 +345,7 @@ def _worst_runs(store: Store, query: ReportQuery, plan: HourlyPlan | None) -> li
         ("slowest", *_slowest_sql(plan, clauses, params)),
     ):
         found_rows.extend((why, found) for found in store.query(sql, sql_params))
-    lowest = _lowest_scored(store, plan, clauses, score_where, score_params)
+    lowest = _lowest_scored(store, split, clauses, score_where, score_params)
     found_rows.extend(("lowest_scored", found) for found in lowest)
     traces = sorted({found[1] for _, found in found_rows})
     calls_of = {

@@ -16,11 +16,12 @@ deletion row, whose start is the time of deletion; a start time that moved, as w
 incomplete run's root span arrives) would leave the old row counted. For those, the `_moved`
 views look up the run's earlier rows in the base table, and in the inserted block itself (which
 a view does not see in the table: migration 121), and write a deletion marker under each
-earlier key. The lookup runs only for rows that can have an earlier row: deletions and
-revisions after the first (Revision != 1), a few percent of the rows, so first assemblies and
-first scores cost one plain copy each. The views read the base tables through the plain views
-`trajectories_stored` and `scores_stored`: inside a materialized view the table's own name
-means the inserted block only.
+earlier key (for a score, of every evaluator version since migration 123: a moved run's rows
+of another version stayed live under the old start). The lookup runs only for rows that can
+have an earlier row: deletions and revisions after the first (Revision != 1), a few percent of
+the rows, so first assemblies and first scores cost one plain copy each. The views read the
+base tables through the plain views `trajectories_stored` and `scores_stored`: inside a
+materialized view the table's own name means the inserted block only.
 
 What the copies do not see, the writers repeat: the sweep that deletes the scores of deleted
 runs (deleted_runs.py) deletes them from `scores_by_start` too, and retention ages both copies
@@ -191,6 +192,44 @@ INNER JOIN (
 WHERE n.Revision != 1 AND o.CreatedAt < n.CreatedAt AND o.RunStart != n.RunStart
 """
 
+# Migration 123: a re-scored revision whose run start moved deletes the run's rows of the metric
+# under every earlier start, whichever evaluator version wrote them. With only its own version's
+# deleted, a run moved out of a period, whose newer score (another version's) lies outside it,
+# kept the older version's row there: read as one version's (FINAL alone) wherever no other
+# version scored the period, so the run counted in the period with its old score, and a run's
+# live rows at two starts made the hourly rows pick within each hour what the period picks
+# over all the run's rows (stats.score_plan reads those hours raw).
+_MOVED_SCORE_MARKERS = """
+SELECT n.Metric AS Metric, o.RunStart AS RunStart, n.TraceId AS TraceId, n.RootSpanId AS RootSpanId,
+    o.EvaluatorVersion AS EvaluatorVersion, n.CreatedAt AS CreatedAt, toUInt8(1) AS IsDeleted
+FROM {new} AS n
+INNER JOIN ({earlier}) AS o ON o.TraceId = n.TraceId AND o.RootSpanId = n.RootSpanId AND o.Metric = n.Metric
+WHERE n.Revision != 1 AND o.CreatedAt < n.CreatedAt AND o.RunStart != n.RunStart
+"""
+_EARLIER_SCORE_ROWS = (
+    "SELECT TraceId, RootSpanId, Metric, EvaluatorVersion, RunStart, CreatedAt FROM {table} "
+    f"WHERE TraceId IN {_EARLIER_SCORES}"
+)
+SCORES_BY_START_MOVED_ANY_VERSION = (
+    "ALTER TABLE scores_by_start_moved_mv MODIFY QUERY"
+    + _MOVED_SCORE_MARKERS.format(
+        new="scores",
+        earlier=" UNION ALL ".join(
+            _EARLIER_SCORE_ROWS.format(table=table) for table in ("scores_stored", "scores")
+        ),
+    )
+)
+# Existing stores: the markers the view would have written, from each latest row of a re-scored
+# revision against the latest rows of the other versions (the view wrote its own version's).
+FILL_MOVED_SCORE_MARKERS = (
+    "INSERT INTO scores_by_start (Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion, CreatedAt, "
+    "IsDeleted)"
+    + _MOVED_SCORE_MARKERS.format(
+        new=f"(SELECT * FROM scores FINAL WHERE TraceId IN {_EARLIER_SCORES} AND {_EVALUATION_METRICS})",
+        earlier=_EARLIER_SCORE_ROWS.format(table="scores FINAL"),
+    )
+)
+
 # Existing stores: the latest live rows, once (running it again only repeats rows the copies replace).
 FILL_RUNS_BY_START = (
     f"INSERT INTO runs_by_start ({_RUN_COLUMNS}) "
@@ -345,5 +384,10 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
             FILL_RUNS_REVISED,
             FILL_SCORES_VERSION,
         ),
+    ),
+    Migration(
+        123,
+        "a moved run's re-score deletes its earlier rows of every evaluator version from the rollups",
+        (SCORES_BY_START_MOVED_ANY_VERSION, FILL_MOVED_SCORE_MARKERS),
     ),
 )

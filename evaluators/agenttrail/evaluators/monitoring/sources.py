@@ -62,6 +62,9 @@ WHERE RunStart >= {{since:DateTime64(6)}} AND RunStart < {{until:DateTime64(6)}}
 GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)
 """
 
+_MULTI_VERSION_ANYWHERE = (
+    "SELECT Metric FROM {table} GROUP BY Metric HAVING min(EvaluatorVersion) != max(EvaluatorVersion)"
+)
 
 _RUN_HASH = "cityHash64(TraceId, RootSpanId)"
 
@@ -103,6 +106,7 @@ def scores_sql(
     tables: Tables | None = None,
     multi_version: Sequence[str] | None = None,
     agent_version: bool = False,
+    run_start: Sequence[str] | None = None,
 ) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task,
     and with `agent_version` the AgentVersion the row carries (only where `tables.revised`).
@@ -116,6 +120,9 @@ def scores_sql(
     run's latest row (`_latest_of_each_run`). `tables`: as for `runs_sql`.
     `multi_version`: the parameter's value, if known here; when empty, the second part (which
     would read rows only to drop them all) is left out.
+    `run_start`: where every run's live rows of those metrics lie at one start (no run moved
+    between two versions' scores: `stats.ScorePlan`), the conditions of `where` on RunStart,
+    which then keep or drop all of a run's rows, so the runs stored again read only theirs.
     """
     read = tables or SOURCE
     table = read.scores
@@ -137,12 +144,17 @@ SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {
 SELECT {columns} FROM {table} FINAL
 {single}
 UNION ALL
-{_latest_of_each_run(where, run_prewhere, read, latest_version, columns)}
+{_latest_of_each_run(where, run_prewhere, read, latest_version, columns, run_start)}
 """
 
 
 def _latest_of_each_run(
-    where: Sequence[str], run_prewhere: Sequence[str], read: Tables, latest_version: str, columns: str
+    where: Sequence[str],
+    run_prewhere: Sequence[str],
+    read: Tables,
+    latest_version: str,
+    columns: str,
+    run_start: Sequence[str] | None = None,
 ) -> str:
     """`scores_sql`'s multi-version part: each run's latest score over all its rows, then
     `where`. Filtered first, a run moved out of the range between two versions' scores kept
@@ -156,7 +168,9 @@ def _latest_of_each_run(
     percent) are read whole: a set of the period's ids cost 2 s CPU over a week of 1M runs.
     And of the runs stored once, only those whose start lies where two versions' scores of the
     metric overlap (`_overlap_bounds`) can have two rows: the rest are read as they are, without
-    grouping (a second version that re-scored the last day of a week groups a seventh of it)."""
+    grouping (a second version that re-scored the last day of a week groups a seventh of it).
+    With `run_start` (every run's rows at one start), the runs stored again are read by those
+    conditions instead of by their ids over the whole table."""
     table = read.scores
     multi = "Metric IN {multi_version:Array(String)}"
     conditions = " AND ".join(where)
@@ -171,9 +185,12 @@ def _latest_of_each_run(
     overlapping = f"RunStart BETWEEN {bounds}.1[Metric] AND {bounds}.2[Metric]"
     alone = _filtered((*where, multi, f"NOT ({overlapping})"), stored_once, read)
     once = _filtered((*where, multi, overlapping), stored_once, read)
-    in_period = _filtered((*where, multi), (revised, *run_prewhere), read)
-    named = f"SELECT TraceId, RootSpanId FROM {table} {in_period}"
-    again = _filtered(("1",), (multi, revised, f"(TraceId, RootSpanId) IN ({named})", *run_prewhere), read)
+    if run_start is not None:
+        again = _filtered(("1",), (multi, revised, *run_start, *run_prewhere), read)
+    else:
+        in_period = _filtered((*where, multi), (revised, *run_prewhere), read)
+        named = f"(TraceId, RootSpanId) IN (SELECT TraceId, RootSpanId FROM {table} {in_period})"
+        again = _filtered(("1",), (multi, revised, named, *run_prewhere), read)
     return (
         f"SELECT {columns} FROM {table} FINAL {alone}\nUNION ALL\n"
         f"{_grouped(table, once, latest_version)}\nUNION ALL\n"
@@ -212,9 +229,45 @@ GROUP BY TraceId, RootSpanId, Metric)
 """
 
 
+# The hours (Unix seconds) holding a live row of a run whose live rows of a metric (of
+# {metrics}) lie at more than one start: only runs stored more than once can have such rows.
+_HOURS_OF_SPLIT_RUNS = """
+SELECT DISTINCT toUInt32(arrayJoin(hours)) FROM (
+    SELECT groupUniqArray(intDiv(toUnixTimestamp64Micro(RunStart), 3600000000) * 3600) AS hours
+    FROM {scores} FINAL
+    PREWHERE Metric IN {{metrics:Array(String)}} AND {run_hash} IN (SELECT RunHash FROM {revised}){limit}
+    GROUP BY TraceId, RootSpanId, Metric HAVING min(RunStart) != max(RunStart))
+"""
+
+
+def hours_of_split_runs(
+    store: Store, metrics: Sequence[str], limit: str = "", params: dict[str, Any] | None = None
+) -> set[int]:
+    """The hours holding a row of a run whose live rows of one of `metrics` lie at two starts
+    (moved between two evaluator versions' scores: a first revision's score written after a
+    later one's, or rows stored before migration 123). Without such a run, every run's rows of
+    those metrics lie at one start, so a condition on RunStart keeps or drops all of them
+    (`scores_sql`'s `run_start`). `limit`: a condition on the run's hash (drift's sample) with
+    its `params`. Rollups only (`ROLLUPS.revised`)."""
+    assert ROLLUPS.revised is not None
+    sql = _HOURS_OF_SPLIT_RUNS.format(
+        scores=ROLLUPS.scores,
+        run_hash=_RUN_HASH,
+        revised=ROLLUPS.revised,
+        limit=f" AND {limit}" if limit else "",
+    )
+    return {int(hour) for (hour,) in store.query(sql, {**(params or {}), "metrics": list(metrics)})}
+
+
 def multi_version_metrics(store: Store, since: str, until: str) -> list[str]:
-    """Metrics that more than one evaluator version scored for runs started in [since, until)."""
+    """Metrics that more than one evaluator version scored for runs started in [since, until).
+
+    Over the base tables, those scored so anywhere: they keep a moved run's row of one version
+    under its old start beside its newer row of another (the rollups delete it, migration 123),
+    so a period one version scored may hold a row that is not its run's latest."""
     sql = _MULTI_VERSION.format(table=SOURCE.scores)
+    if not SOURCE.keyed_by_start:
+        sql = _MULTI_VERSION_ANYWHERE.format(table=SOURCE.scores)
     return [row[0] for row in store.query(sql, {"since": since, "until": until})]
 
 

@@ -202,6 +202,8 @@ class HourlyPlan:
     since: float  # the period, Unix seconds
     until: float
     points: dict[int, hourly.Point]  # the fresh whole hours read from the rollups
+    # score_plan's hours of runs moved between versions, by metrics: the report asks twice.
+    split_hours: dict[tuple[str, ...], set[int]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def hours(self) -> list[int]:
@@ -270,10 +272,68 @@ def plan_multi_version(
 ) -> list[str]:
     """`multi_version_metrics` of the plan's period (`bounds`: its RunStart conditions) without
     reading the whole period: the pairs each fresh hour recorded and those of the rest."""
+    return score_plan(store, plan, bounds, params).multi_version
+
+
+@dataclass(frozen=True, slots=True)
+class ScorePlan:
+    """How a period's scores are read with the hourly rollups: `plan`'s hours from their rows
+    (None: the whole period raw), the rest raw. `multi_version`: the period's
+    `multi_version_metrics`; `rest_pairs`: the (metric, evaluator version) pairs of the rows
+    outside `plan`'s hours; `single_start`: every run's live rows of the `multi_version`
+    metrics lie at one start."""
+
+    plan: HourlyPlan | None
+    multi_version: list[str]
+    rest_pairs: list[tuple[str, str]] = field(default_factory=list)
+    single_start: bool = True
+
+    def rest_multi_version(self, hours: HourlyPlan) -> list[str]:
+        """The `multi_version` parameter of `rest_sql(..., hours)`: with every run's rows at one
+        start, the metrics two versions scored outside `hours` (a run's rows there are all its
+        rows); else the period's."""
+        if not self.single_start or self.plan is None:
+            return self.multi_version
+        left_out = [point for hour, point in self.plan.points.items() if hour not in hours.points]
+        pairs = [*self.rest_pairs, *(pair for point in left_out for pair in point.metric_versions)]
+        return sorted(hourly.multi_version(pairs))
+
+    def rest_params(self, hours: HourlyPlan) -> dict[str, Any]:
+        """The parameters of `rest_sql(..., hours)` and of `hours`' rows."""
+        return {**hours.params(), "multi_version": self.rest_multi_version(hours)}
+
+    def rest_sql(self, where: list[str], hours: HourlyPlan) -> str:
+        """`scores_sql` of `where` (its first two: the period's RunStart bounds) outside
+        `hours` (this plan or a part of it), with `rest_params(hours)`."""
+        rest = hours.in_gaps("RunStart")
+        run_start = [*where[:2], rest] if self.single_start else None
+        return scores_sql([*where, rest], multi_version=self.rest_multi_version(hours), run_start=run_start)
+
+
+def score_plan(store: Store, plan: HourlyPlan, bounds: list[str], params: dict[str, Any]) -> ScorePlan:
+    """Which of `plan`'s hours answer the scores of the period (`bounds`: its RunStart
+    conditions), and how the rest is read.
+
+    A metric two evaluator versions scored in the period takes each run's latest score over
+    all the run's rows; an hour's rows pick it within the hour (hourly.py). The two agree for
+    every run whose live rows of the metric share one start, so lie in one hour: only a run
+    stored more than once can have rows at two starts (moved between two versions' scores,
+    which migration 123's view now deletes), and the hours holding a row of such a run are
+    read raw, with the rest of the period, as before. With no such run, the rest reads a
+    metric as one version's only if one version scored it there (each run's rows there are
+    all its rows); else as the period does."""
     where = " AND ".join([*bounds, plan.in_gaps("RunStart")])
     raw_pairs = store.query(hourly.METRIC_VERSIONS.format(where=where), {**params, **plan.params()})
-    pairs = [*plan.metric_versions, *(pair for _, found in raw_pairs for pair in found)]
-    return sorted(hourly.multi_version(pairs))
+    rest = [pair for _, found in raw_pairs for pair in found]
+    multi = sorted(hourly.multi_version([*plan.metric_versions, *rest]))
+    if not multi:
+        return ScorePlan(plan, [])
+    if tuple(multi) not in plan.split_hours:
+        plan.split_hours[tuple(multi)] = sources.hours_of_split_runs(store, multi)
+    split = plan.split_hours[tuple(multi)]
+    if not split:
+        return ScorePlan(plan, multi, rest)
+    return ScorePlan(plan.only(set(plan.points) - split), multi, single_start=False)
 
 
 # Scores read raw whose run is not among the live runs read raw (dead, outside the period, or
@@ -289,7 +349,7 @@ WHERE Start >= {{{{since:DateTime64(6)}}}} AND Start < {{{{until:DateTime64(6)}}
 
 
 def joined_plan(
-    store: Store, plan: HourlyPlan, score_where: list[str], run_where: list[str], params: dict[str, Any]
+    store: Store, split: ScorePlan, score_where: list[str], run_where: list[str], params: dict[str, Any]
 ) -> HourlyPlan | None:
     """The part of `plan` that answers scores joined to their runs (stats by model or version,
     the report's lowest-scored runs), so that no join reads every run of the period.
@@ -299,13 +359,15 @@ def joined_plan(
     raw (`score_where` and the rest of the period) that is not among the live runs read raw
     (`run_where` and the rest): rare, as a score's run start is its run's. So every score read
     from the hourly rows has its run in its own hour, and every score read raw has its run
-    among the runs read raw, or none in the period. Needs `multi_version` empty: a metric two
-    evaluator versions scored in the period is read raw over all of it, its runs too."""
+    among the runs read raw, or none in the period. `split.plan` is not None and
+    `split.plan` is not None."""
+    plan = split.plan
+    assert plan is not None
     joined = plan.only(hour for hour, point in plan.points.items() if point.scores_joined)
     if joined is None:
         return None
-    params = {**params, **joined.params()}
-    scores = scores_sql([*score_where, joined.in_gaps("RunStart")], multi_version=params["multi_version"])
+    params = {**params, **split.rest_params(joined)}
+    scores = split.rest_sql(score_where, joined)
     runs = runs_sql([*run_where, joined.in_gaps("Start")], "TraceId, RootSpanId")
     if not store.query(_STRAYS.format(scores=scores, runs=runs), params):
         return joined  # the usual case: no need to look for runs in the hours
@@ -377,12 +439,14 @@ def _score_rows(
     if plan is None:
         params["multi_version"] = multi_version_metrics(store, params["since"], params["until"])
     else:
-        params["multi_version"] = plan_multi_version(store, plan, where[:2], params)
-        if not joined:
-            return _hourly_score_rows(store, plan, group_columns, where, params)
-        part = None if params["multi_version"] else joined_plan(store, plan, where, run_where, params)
-        if part is not None:
-            return _joined_score_rows(store, part, group_columns, where, run_where, params)
+        split = score_plan(store, plan, where[:2], params)
+        params["multi_version"] = split.multi_version
+        if split.plan is not None:
+            if not joined:
+                return _hourly_score_rows(store, split, group_columns, where, params)
+            part = joined_plan(store, split, where, run_where, params)
+            if part is not None:
+                return _joined_score_rows(store, split, part, group_columns, where, run_where, params)
     source = f"({scores_sql(where, multi_version=params['multi_version'])}) AS s"
     if joined:
         runs = runs_sql(run_where, "TraceId, RootSpanId, Model, AgentVersion")
@@ -397,20 +461,19 @@ def _score_rows(
 
 
 def _hourly_score_rows(
-    store: Store, plan: HourlyPlan, group_columns: list[str], where: list[str], params: dict[str, Any]
+    store: Store, split: ScorePlan, group_columns: list[str], where: list[str], params: dict[str, Any]
 ) -> list[tuple[Any, ...]]:
     """`_score_rows` from scores_by_hour for the fresh hours and the scores for the rest.
 
     A metric that more than one evaluator version scored in the period takes each run's
-    latest score (sources.scores_sql), possibly across hours: such metrics (`multi_version`,
-    from `plan_multi_version`) are read raw for the whole period."""
-    params = {**params, **plan.params()}
+    latest score (sources.scores_sql): `split.plan`'s hours' rows pick the same score of each
+    run."""
+    plan = split.plan
+    assert plan is not None
+    params = {**params, **split.rest_params(plan)}
     group_sql = _tail(group_columns)  # Task only: model and version groups join the runs
-    rolled = " AND ".join((IN_FRESH, *where[2:], "Metric NOT IN {multi_version:Array(String)}"))
-    raw = scores_sql(
-        [*where, f"({plan.in_gaps('RunStart')} OR Metric IN {{multi_version:Array(String)}})"],
-        multi_version=params["multi_version"],
-    )
+    rolled = " AND ".join((IN_FRESH, *where[2:]))
+    raw = split.rest_sql(where, plan)
     sql = (
         f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
         "FROM ("
@@ -425,6 +488,7 @@ def _hourly_score_rows(
 
 def _joined_score_rows(
     store: Store,
+    split: ScorePlan,
     plan: HourlyPlan,
     group_columns: list[str],
     where: list[str],
@@ -434,13 +498,13 @@ def _joined_score_rows(
     """`_score_rows` grouped by model or version with a `joined_plan`: its hours from
     scores_by_hour (each score there carries its run's model and version), the rest of the
     period's scores joined to the rest's runs only."""
-    params = {**params, **plan.params()}
+    params = {**params, **split.rest_params(plan)}
     group_sql = _tail(group_columns)
     raw_groups = "".join(
         f", {'s.Task' if column == 'Task' else 'r.' + column} AS {column}" for column in group_columns
     )
     rolled = " AND ".join((IN_FRESH, *where[2:]))
-    scores = scores_sql([*where, plan.in_gaps("RunStart")], multi_version=params["multi_version"])
+    scores = split.rest_sql(where, plan)
     runs = runs_sql([*run_where, plan.in_gaps("Start")], "TraceId, RootSpanId, Model, AgentVersion")
     sql = (
         f"SELECT bucket, Agent{group_sql}, Metric, sum(length(v)), avgArray(v), stddevSampStableArray(v) "
