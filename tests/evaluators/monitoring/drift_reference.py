@@ -128,7 +128,7 @@ def _load_scores(
     since = min(params["baseline_start"], params["recent_start"], key=float)
     multi = _MULTI_VERSION.format(table=sources.SOURCE.scores)
     if not sources.SOURCE.keyed_by_start:  # the base tables keep a moved run's rows of another
-        # version under its old start (the rollups delete them: migration 123), so a metric two
+        # version under its old start (the rollups delete them: migration 124), so a metric two
         # versions scored anywhere takes each run's latest score
         multi = _MULTI_VERSION_ANYWHERE.format(table=sources.SOURCE.scores)
     params["multi_version"] = [

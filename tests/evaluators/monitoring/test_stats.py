@@ -258,7 +258,7 @@ def test_a_run_moved_out_and_scored_by_another_version_leaves_a_range_one_versio
     stats_store: Any, rolled: bool
 ) -> None:
     """The hour holds ev1's rows only, read as one version's: the moved run's ev1 row under its
-    old start is no longer its latest and must not count there (migration 123's view deletes
+    old start is no longer its latest and must not count there (migration 124's view deletes
     it), nor be the hour's lowest-scored run."""
     base = (time.time() // HOUR - 3) * HOUR
     kept = moved_and_scored_by_another_version(stats_store, base)
@@ -270,14 +270,14 @@ def test_a_run_moved_out_and_scored_by_another_version_leaves_a_range_one_versio
     assert [(row["trace_id"], row["mean_score"]) for row in lowest] == [(kept.trace_id, pytest.approx(0.6))]
 
 
-def test_migration_123_deletes_the_rows_left_by_a_moved_run_of_an_existing_store(store: Any) -> None:
+def test_migration_124_deletes_the_rows_left_by_a_moved_run_of_an_existing_store(store: Any) -> None:
     """A store whose view deleted a moved run's rows of the re-scoring version only: migration
-    123 writes the markers of the other versions' rows, and its view those of later moves."""
-    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version != 123))
+    124 writes the markers of the other versions' rows, and its view those of later moves."""
+    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version != 124))
     base = (time.time() // HOUR - 5) * HOUR
     moved_and_scored_by_another_version(store, base)
     assert precision_of_the_hour(store, base)["count"] == 2, "the old view left ev1's row"
-    assert migrate(store, ALL_MIGRATIONS) == [123]
+    assert migrate(store, ALL_MIGRATIONS) == [124]
     assert precision_of_the_hour(store, base) == {"count": 1, "mean": pytest.approx(0.6), "std": 0.0}
     later = base + 2 * HOUR
     moved_and_scored_by_another_version(store, later)

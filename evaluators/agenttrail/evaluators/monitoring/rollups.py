@@ -16,7 +16,7 @@ deletion row, whose start is the time of deletion; a start time that moved, as w
 incomplete run's root span arrives) would leave the old row counted. For those, the `_moved`
 views look up the run's earlier rows in the base table, and in the inserted block itself (which
 a view does not see in the table: migration 121), and write a deletion marker under each
-earlier key (for a score, of every evaluator version since migration 123: a moved run's rows
+earlier key (for a score, of every evaluator version since migration 124: a moved run's rows
 of another version stayed live under the old start). The lookup runs only for rows that can
 have an earlier row: deletions and revisions after the first (Revision != 1), a few percent of
 the rows, so first assemblies and first scores cost one plain copy each. The views read the
@@ -192,7 +192,7 @@ INNER JOIN (
 WHERE n.Revision != 1 AND o.CreatedAt < n.CreatedAt AND o.RunStart != n.RunStart
 """
 
-# Migration 123: a re-scored revision whose run start moved deletes the run's rows of the metric
+# Migration 124: a re-scored revision whose run start moved deletes the run's rows of the metric
 # under every earlier start, whichever evaluator version wrote them. With only its own version's
 # deleted, a run moved out of a period, whose newer score (another version's) lies outside it,
 # kept the older version's row there: read as one version's (FINAL alone) wherever no other
@@ -386,7 +386,7 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
-        123,
+        124,
         "a moved run's re-score deletes its earlier rows of every evaluator version from the rollups",
         (SCORES_BY_START_MOVED_ANY_VERSION, FILL_MOVED_SCORE_MARKERS),
     ),

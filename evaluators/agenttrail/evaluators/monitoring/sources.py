@@ -245,7 +245,7 @@ def hours_of_split_runs(
 ) -> set[int]:
     """The hours holding a row of a run whose live rows of one of `metrics` lie at two starts
     (moved between two evaluator versions' scores: a first revision's score written after a
-    later one's, or rows stored before migration 123). Without such a run, every run's rows of
+    later one's, or rows stored before migration 124). Without such a run, every run's rows of
     those metrics lie at one start, so a condition on RunStart keeps or drops all of them
     (`scores_sql`'s `run_start`). `limit`: a condition on the run's hash (drift's sample) with
     its `params`. Rollups only (`ROLLUPS.revised`)."""
@@ -263,7 +263,7 @@ def multi_version_metrics(store: Store, since: str, until: str) -> list[str]:
     """Metrics that more than one evaluator version scored for runs started in [since, until).
 
     Over the base tables, those scored so anywhere: they keep a moved run's row of one version
-    under its old start beside its newer row of another (the rollups delete it, migration 123),
+    under its old start beside its newer row of another (the rollups delete it, migration 124),
     so a period one version scored may hold a row that is not its run's latest."""
     sql = _MULTI_VERSION.format(table=SOURCE.scores)
     if not SOURCE.keyed_by_start:

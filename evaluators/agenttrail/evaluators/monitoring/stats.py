@@ -318,7 +318,7 @@ def score_plan(store: Store, plan: HourlyPlan, bounds: list[str], params: dict[s
     all the run's rows; an hour's rows pick it within the hour (hourly.py). The two agree for
     every run whose live rows of the metric share one start, so lie in one hour: only a run
     stored more than once can have rows at two starts (moved between two versions' scores,
-    which migration 123's view now deletes), and the hours holding a row of such a run are
+    which migration 124's view now deletes), and the hours holding a row of such a run are
     read raw, with the rest of the period, as before. With no such run, the rest reads a
     metric as one version's only if one version scored it there (each run's rows there are
     all its rows); else as the period does."""
