@@ -39,10 +39,13 @@ def send_run(
     failing_tools: tuple[str, ...] = (),
     failed: bool = False,
     latency_ms: float = 100,
+    version: str = "",
 ) -> tuple[str, str]:
     """One agent run (trace id, root span id) with its tool calls, through the OTLP pipeline."""
     trace, root = new_trace_id(), new_span_id()
     attributes = {"agenttrail.task": task} if task else {}
+    if version:
+        attributes["gen_ai.agent.version"] = version
     spans = [
         agent_span(
             trace,

@@ -25,7 +25,7 @@ def test_runs_tools_and_scores_are_counted_with_their_labels(start_sidecar: Any,
     load_references(sidecar)
     send_run(sidecar)
     send_run(sidecar, latency_ms=700)
-    send_run(sidecar, tools=("lookup", "refund"), failing_tools=("refund",), failed=True)
+    send_run(sidecar, tools=("lookup", "refund"), failing_tools=("refund",), failed=True, version="1.1")
     send_run(sidecar, agent="helper", task="faq", tools=("search",), latency_ms=40)
     assert sidecar.wait_until_assembled(30)
 
@@ -59,6 +59,12 @@ def test_runs_tools_and_scores_are_counted_with_their_labels(start_sidecar: Any,
     assert value(samples, f"{score}_count", **labels) == 3
     assert value(samples, f"{score}_sum", **labels) == 3
     assert value(samples, "agenttrail_evaluation_results_total", **labels, label="pass") == 3
+    # The run's agent version labels its run and its scores, so releases compare in PromQL.
+    assert value(samples, "agenttrail_runs_total", agent="bot", agent_version="1.1") == 1
+    assert value(samples, "agenttrail_runs_total", agent="bot", agent_version="1.1", status="error") == 1
+    assert value(samples, f"{duration}_count", agent="bot", agent_version="1.1") == 1
+    assert value(samples, f"{score}_count", **labels, agent_version="1.1") == 1
+    assert value(samples, "agenttrail_evaluation_results_total", **labels, agent_version="1.1") == 1
     # latency and failure are run metrics, not score series; no trace id is ever a label.
     metrics = {labels.get("metric") for series in samples.values() for labels, _ in series}
     assert not metrics & {"latency", "failure"}

@@ -48,7 +48,7 @@ EXPORT_TIMEOUT_S = 5
 
 _RUNS = """
 SELECT toUnixTimestamp64Micro(AssembledAt), TraceId, RootSpanId, Revision, toUnixTimestamp64Micro(Start),
-       Agent, Task, Failure, LatencyS, ToolNames, ToolStatuses, InputTokens, OutputTokens
+       Agent, Task, Failure, LatencyS, ToolNames, ToolStatuses, InputTokens, OutputTokens, AgentVersion
 FROM trajectories
 WHERE AssembledAt >= {at:DateTime64(6)}
   AND (AssembledAt, TraceId, RootSpanId) > ({at:DateTime64(6)}, {k1:String}, {k2:String})
@@ -59,7 +59,8 @@ LIMIT {limit:UInt32}
 """
 _SCORES = """
 SELECT toUnixTimestamp64Micro(CreatedAt), TraceId, RootSpanId, Metric, EvaluatorVersion, Revision,
-       toUnixTimestamp64Micro(RunStart), Agent, Task, Evaluator, Score, Label, Explanation, Error
+       toUnixTimestamp64Micro(RunStart), Agent, Task, Evaluator, Score, Label, Explanation, Error,
+       ifNull(AgentVersion, '')
 FROM scores
 WHERE CreatedAt >= {at:DateTime64(6)}
   AND (CreatedAt, TraceId, RootSpanId, Metric, EvaluatorVersion)
@@ -208,10 +209,18 @@ class MetricsFeed(BackgroundLoop):
             self.runs_seen += 1
             if not self._run_counts.count(trace_id, int(revision), int(revision), int(start_us)):
                 continue
-            agent, task, failure, latency_s, names, statuses, input_tokens, output_tokens = row[5:]
+            agent, task, failure, latency_s, names, statuses, input_tokens, output_tokens, version = row[5:]
             records.append(
                 RunRecord(
-                    agent, task, bool(failure), float(latency_s), names, statuses, input_tokens, output_tokens
+                    agent,
+                    task,
+                    bool(failure),
+                    float(latency_s),
+                    names,
+                    statuses,
+                    input_tokens,
+                    output_tokens,
+                    version,
                 )
             )
         self.metrics.record_runs(records)  # one batch: counters are summed before the SDK sees them
@@ -221,7 +230,7 @@ class MetricsFeed(BackgroundLoop):
         counted: list[ScoreRecord] = []
         for row in rows:
             at_us, trace_id, root, metric, version, revision, run_start_us = row[:7]
-            agent, task, evaluator, value, label, explanation, error = row[7:]
+            agent, task, evaluator, value, label, explanation, error, agent_version = row[7:]
             self._scores.advance(int(at_us), trace_id, root, metric, version)
             self.scores_seen += 1
             if metric in RUN_LEVEL_SCORES:
@@ -238,6 +247,7 @@ class MetricsFeed(BackgroundLoop):
                 explanation,
                 error,
                 int(at_us) * 1000,
+                agent_version,
             )
             if self.events is not None:
                 self.events.emit(score)  # every result is an event, re-scores included

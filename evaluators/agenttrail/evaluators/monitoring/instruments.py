@@ -5,22 +5,26 @@ the instruments; a `PrometheusMetricReader` on a private registry renders `/metr
 and a periodic OTLP reader pushes the same data points. OTel names carry their unit and the
 Prometheus translation adds the suffixes:
 
-| OTel instrument (unit) | Prometheus | labels |
+| OTel instrument (`agenttrail.` + name) | Prometheus | labels |
 |---|---|---|
-| `agenttrail.runs` counter (`{run}`) | `agenttrail_runs_total` | agent, task, status (ok/error) |
-| `agenttrail.run.duration` histogram (`s`) | `agenttrail_run_duration_seconds` | agent, task |
-| `agenttrail.tool.calls` counter (`{call}`) | `agenttrail_tool_calls_total` | agent, tool, status |
-| `agenttrail.tokens` counter (`{token}`) | `agenttrail_tokens_total` | agent, type (input/output) |
-| `agenttrail.evaluation.score` histogram (`1`) | `agenttrail_evaluation_score` | agent, metric, evaluator |
-| `agenttrail.evaluation.results` counter | `agenttrail_evaluation_results_total` | + label (pass/fail/..) |
-| `agenttrail.metrics.label_values.dropped` | `agenttrail_metrics_label_values_dropped_total` | label |
-| `agenttrail.ingest.<counter>` (observed) | `agenttrail_ingest_<counter>_total` | process |
+| `runs` counter | `agenttrail_runs_total` | agent, agent_version, task, status |
+| `run.duration` histogram | `agenttrail_run_duration_seconds` | agent, agent_version, task |
+| `tool.calls` counter | `agenttrail_tool_calls_total` | agent, tool, status |
+| `tokens` counter | `agenttrail_tokens_total` | agent, type (input/output) |
+| `evaluation.score` histogram | `agenttrail_evaluation_score` | agent, agent_version, metric, evaluator |
+| `evaluation.results` counter | `agenttrail_evaluation_results_total` | + label (pass/fail/..) |
+| `metrics.label_values.dropped` | `agenttrail_metrics_label_values_dropped_total` | label |
+| `ingest.<counter>` (observed) | `agenttrail_ingest_<counter>_total` | process |
 
 The ingest counters are the receivers' (what `/healthz` shows), read at each collection, with
 `process` serve or grpc_receiver: `accepted_spans`, `rejected_spans`,
 `refused_requests`, `refused_waits`, `spool_write_errors` for both processes, the writer's
 (`stored_spans`, `quarantined_spans`...) for serve, `receiver_restarts` for the gRPC receiver
 process (`grpc_process: true`; serve's `accepted_spans` then include what that process handed in).
+
+A run's `status` is ok or error. `agent_version` is the run's (its agent span's
+`gen_ai.agent.version`; empty without one), so a release compares with the one before in PromQL
+(`sum by (agent_version) (...)`) as `agenttrail compare` does over the store.
 
 Label cardinality is bounded: each label keeps its first `max_label_values` distinct values and
 maps later ones to `_other`, counting each replaced value (no trace ids are ever labels).
@@ -84,6 +88,7 @@ class RunRecord(NamedTuple):
     tool_statuses: Sequence[str]
     input_tokens: int
     output_tokens: int
+    agent_version: str = ""
 
 
 class ScoreRecord(NamedTuple):
@@ -100,6 +105,7 @@ class ScoreRecord(NamedTuple):
     explanation: str
     error: str
     created_at_ns: int
+    agent_version: str = ""
 
 
 class LabelLimiter:
@@ -187,23 +193,24 @@ class AgentMetrics:
         """Observe runs. Counter increments are summed per label set first and added once, and
         latencies grouped by label set (`record_values`): each SDK call costs tens of microseconds
         of Python, under the GIL the OTLP receivers share."""
-        statuses: Counter[tuple[str, str, str]] = Counter()
+        statuses: Counter[tuple[str, str, str, str]] = Counter()
         calls: Counter[tuple[str, str, str]] = Counter()
         tokens: Counter[tuple[str, str]] = Counter()
-        durations: dict[tuple[str, str], list[float]] = {}
+        durations: dict[tuple[str, str, str], list[float]] = {}
         for run in runs:
             agent, task = self.labels("agent", run.agent), self.labels("task", run.task)
-            statuses[agent, task, "error" if run.failed else "ok"] += 1
-            durations.setdefault((agent, task), []).append(run.latency_s)
+            version = self.labels("agent_version", run.agent_version)
+            statuses[agent, version, task, "error" if run.failed else "ok"] += 1
+            durations.setdefault((agent, version, task), []).append(run.latency_s)
             for name, tool_status in zip(run.tool_names, run.tool_statuses, strict=False):
                 calls[agent, self.labels("tool", name), "error" if tool_status == "error" else "ok"] += 1
             for kind, count in (("input", run.input_tokens), ("output", run.output_tokens)):
                 if count:
                     tokens[agent, kind] += count
-        for (agent, task), latencies in durations.items():
-            record_values(self._duration, latencies, {"agent": agent, "task": task})
-        for (agent, task, status), count in statuses.items():
-            self._runs.add(count, {"agent": agent, "task": task, "status": status})
+        for (agent, version, task), latencies in durations.items():
+            record_values(self._duration, latencies, {"agent": agent, **_version(version), "task": task})
+        for (agent, version, task, status), count in statuses.items():
+            self._runs.add(count, {"agent": agent, **_version(version), "task": task, "status": status})
         for (agent, tool, status), count in calls.items():
             self._tool_calls.add(count, {"agent": agent, "tool": tool, "status": status})
         for (agent, kind), count in tokens.items():
@@ -217,24 +224,25 @@ class AgentMetrics:
         """Observe scores; run-level metrics (latency, failure) and scoreless errors are skipped.
         Result counts are summed per label set first, and histogram values grouped by label set
         (`record_values`), as in `record_runs`."""
-        results: Counter[tuple[str, str, str, str]] = Counter()
-        values: dict[tuple[str, str, str], list[float]] = {}
+        results: Counter[tuple[str, str, str, str, str]] = Counter()
+        values: dict[tuple[str, str, str, str], list[float]] = {}
         for score in scores:
             if score.metric in RUN_LEVEL_SCORES:
                 continue
             agent = self.labels("agent", score.agent)
             metric = self.labels("metric", score.metric)
             evaluator = self.labels("evaluator", score.evaluator)
+            version = self.labels("agent_version", score.agent_version)
             if score.score is not None:
-                values.setdefault((agent, metric, evaluator), []).append(score.score)
+                values.setdefault((agent, version, metric, evaluator), []).append(score.score)
             outcome = "error" if score.error else self.labels("result_label", score.label or "none")
-            results[agent, metric, evaluator, outcome] += 1
-        for (agent, metric, evaluator), batch in values.items():
-            record_values(self._scores, batch, {"agent": agent, "metric": metric, "evaluator": evaluator})
-        for (agent, metric, evaluator, outcome), count in results.items():
-            self._results.add(
-                count, {"agent": agent, "metric": metric, "evaluator": evaluator, "label": outcome}
-            )
+            results[agent, version, metric, evaluator, outcome] += 1
+        for (agent, version, metric, evaluator), batch in values.items():
+            labels = {"agent": agent, **_version(version), "metric": metric, "evaluator": evaluator}
+            record_values(self._scores, batch, labels)
+        for (agent, version, metric, evaluator, outcome), count in results.items():
+            labels = {"agent": agent, **_version(version), "metric": metric, "evaluator": evaluator}
+            self._results.add(count, {**labels, "label": outcome})
         self._report_dropped()
 
     def _report_dropped(self) -> None:
@@ -255,6 +263,12 @@ class AgentMetrics:
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Push the last OTLP export (bounded: a dead endpoint must not hold up the sidecar's stop)."""
         self.provider.shutdown(timeout_millis=timeout_s * 1000)
+
+
+def _version(agent_version: str) -> dict[str, str]:
+    """The agent_version label, left out for a run without a version (an empty OTLP attribute
+    would only be noise; Prometheus reads an empty label as absent anyway)."""
+    return {"agent_version": agent_version} if agent_version else {}
 
 
 def _observe(ingest: IngestCounters, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
