@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agenttrail.collector.config import SETTINGS, SidecarConfig, load_settings
+from agenttrail.collector.config import DEFAULT_STORE, SETTINGS, SidecarConfig, load_settings
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreLocked, StoreUnavailable
 from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_time
@@ -229,10 +229,17 @@ def read_via(config: SidecarConfig, server: str | None, *, create: bool = False)
     try:
         location = parse_store(config.store, config.database)
         if not create and location.path is not None and not location.path.exists():
+            # The default store is what a command without serve's --config falls back to.
+            from_config = (
+                "; if serve runs from a config file, give this command the same one (--config FILE "
+                "or AGENTTRAIL_CONFIG): it names serve's store"
+                if config.store == DEFAULT_STORE
+                else ""
+            )
             raise NoStore(
                 f"no store at {location.path} (the folder does not exist): check --store, or "
                 f"create the store there first (`agenttrail serve --store {location.path}`, or a "
-                "command that writes to it)"
+                f"command that writes to it){from_config}"
             )
         return Store(location)
     except AgentTrailError as exc:

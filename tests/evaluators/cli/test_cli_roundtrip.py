@@ -176,6 +176,18 @@ def test_exit_codes(tmp_path: Path, chdb_dir: Path, database: str, store: Any) -
     missing = run("trajectories", "--store", str(tmp_path / "none"))
     assert missing.exit_code == 4
     assert "agenttrail serve" in missing.output
+    assert "--config" not in missing.output  # the store was named: no config to point at
+    # Without --store or --config the default store is read; serve may run from a config that
+    # names another, and the error says to give this command that config.
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        default = run("trajectories")
+    finally:
+        os.chdir(cwd)
+    assert default.exit_code == 4
+    assert f"no store at {tmp_path / 'agenttrail-data'}" in default.output
+    assert "(--config FILE or AGENTTRAIL_CONFIG)" in default.output
     down = run("trajectories", "--server", "http://127.0.0.1:9")
     assert down.exit_code == 4
     assert "is `agenttrail serve` running?" in down.output
