@@ -45,12 +45,12 @@ EMBEDDED_ENGINE: dict[str, int | str] = {
 
 
 # MergeTree defaults of the embedded engine (its config file: chDB takes no `merge_tree.*`
-# option). Granules of at most 1 MiB instead of ClickHouse's 10 MiB: a merge holds a granule
-# of a column of every part it merges, and an 8,192-span granule of the span attributes is
-# several MiB, so one `otel_traces` merge of 28 parts held 145 MiB (73 MiB with this).
-# docs/performance.md, "rss21". Read as each table loads; a part keeps the granules it was
-# written with, so older parts merge as before until merged once. A server keeps its own.
-ENGINE_MERGE_TREE: dict[str, int] = {"index_granularity_bytes": 1024 * 1024}
+# option). Merges of 16,384 rows and more go column by column in every table that does not set
+# it itself (ClickHouse: 131,072): a row-by-row merge holds a block of every column of every
+# part at once, and `scores`' merges of ~100 small parts held 110 MiB under overload (31 MiB
+# column by column). `otel_traces` and `trajectories` set their own (migrations 5 and 6).
+# docs/performance.md, "rss21". A server keeps its own config.
+ENGINE_MERGE_TREE: dict[str, int] = {"vertical_merge_algorithm_min_rows_to_activate": 16384}
 
 
 def engine_config_xml(extra: str = "") -> str:
