@@ -45,12 +45,17 @@ EMBEDDED_ENGINE: dict[str, int | str] = {
 
 
 # MergeTree defaults of the embedded engine (its config file: chDB takes no `merge_tree.*`
-# option). Merges of 16,384 rows and more go column by column in every table that does not set
-# it itself (ClickHouse: 131,072): a row-by-row merge holds a block of every column of every
-# part at once, and `scores`' merges of ~100 small parts held 110 MiB under overload (31 MiB
-# column by column). `otel_traces` and `trajectories` set their own (migrations 5 and 6).
-# docs/performance.md, "rss21". A server keeps its own config.
-ENGINE_MERGE_TREE: dict[str, int] = {"vertical_merge_algorithm_min_rows_to_activate": 16384}
+# option); a table's own settings win, and a server keeps its own config. docs/performance.md,
+# "rss21". Granules of at most 1 MiB, not 10: a merge holds a granule of a column of every part
+# it merges, and an 8,192-span granule of the span attributes is several MiB (a merge of 28
+# `otel_traces` parts held 145 MiB, 73 with this; a part keeps the granules it was written with).
+# Merges of 16,384 rows and more go column by column (ClickHouse: 131,072), as `otel_traces` and
+# `trajectories` set for themselves: a row-by-row merge holds a block of every column of every
+# part, and `scores`' merges of ~100 small parts held 110 MiB under overload (35 this way).
+ENGINE_MERGE_TREE: dict[str, int] = {
+    "index_granularity_bytes": 1024 * 1024,
+    "vertical_merge_algorithm_min_rows_to_activate": 16384,
+}
 
 
 def engine_config_xml(extra: str = "") -> str:
