@@ -38,8 +38,9 @@ from agenttrail.collector.schema import MIGRATIONS, migrate
 from agenttrail.collector.store import Store, parse_store
 
 # chDB has no query log unless its config file asks for one.
-QUERY_LOG_CONFIG = """<clickhouse><query_log><database>system</database><table>query_log</table>
-<flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log></clickhouse>"""
+# A section of the engine's config file (store.engine_config_xml keeps its MergeTree defaults).
+QUERY_LOG_SECTION = """<query_log><database>system</database><table>query_log</table>
+<flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>"""
 QUERY_LOG_SQL = """
 SELECT query_duration_ms, read_rows, memory_usage, ProfileEvents['UserTimeMicroseconds'] / 1e3,
        ProfileEvents['SystemTimeMicroseconds'] / 1e3, replaceRegexpAll(substring(query, 1, 60), '\\s+', ' ')
@@ -168,7 +169,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-assembly-") as tmp:
         if args.query_log:
             config = Path(tmp) / "query_log.xml"
-            config.write_text(QUERY_LOG_CONFIG)
+            config.write_text(store_module.engine_config_xml(QUERY_LOG_SECTION))
             store_module.EMBEDDED_ENGINE["config-file"] = str(config)
         store = Store(parse_store(str(Path(tmp) / "store")))
         migrate(store, MIGRATIONS)

@@ -28,8 +28,9 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.spool import encode_records
 from agenttrail.collector.store import Store, parse_store
 
-QUERY_LOG_CONFIG = """<clickhouse><query_log><database>system</database><table>query_log</table>
-<flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log></clickhouse>"""
+# A section of the engine's config file (store.engine_config_xml keeps its MergeTree defaults).
+QUERY_LOG_SECTION = """<query_log><database>system</database><table>query_log</table>
+<flush_interval_milliseconds>1000</flush_interval_milliseconds></query_log>"""
 
 
 def _cpu() -> float:
@@ -57,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="agenttrail-bench-insert-") as tmp:
         config = Path(tmp) / "query_log.xml"
-        config.write_text(QUERY_LOG_CONFIG)
+        config.write_text(store_module.engine_config_xml(QUERY_LOG_SECTION))
         store_module.EMBEDDED_ENGINE["config-file"] = str(config)
         store = Store(parse_store(str(Path(tmp) / "store")))
         migrate(store)

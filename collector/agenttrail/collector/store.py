@@ -44,12 +44,52 @@ EMBEDDED_ENGINE: dict[str, int | str] = {
 }
 
 
+# MergeTree defaults of the embedded engine (its config file: chDB takes no `merge_tree.*`
+# option); a table's own settings win, and a server keeps its own config. docs/performance.md,
+# "rss21". Granules of at most 1 MiB, not 10: a merge holds a granule of a column of every part
+# it merges, and an 8,192-span granule of the span attributes is several MiB (a merge of 28
+# `otel_traces` parts held 145 MiB, 73 with this; a part keeps the granules it was written with).
+# Merges of 16,384 rows and more go column by column (ClickHouse: 131,072), as `otel_traces` and
+# `trajectories` set for themselves: a row-by-row merge holds a block of every column of every
+# part, and `scores`' merges of ~100 small parts held 110 MiB under overload (35 this way).
+ENGINE_MERGE_TREE: dict[str, int] = {
+    "index_granularity_bytes": 1024 * 1024,
+    "vertical_merge_algorithm_min_rows_to_activate": 16384,
+}
+
+
+def engine_config_xml(extra: str = "") -> str:
+    """The embedded engine's config file: ENGINE_MERGE_TREE, then `extra` (more sections, as a
+    benchmark's query log)."""
+    merge_tree = "".join(f"<{key}>{value}</{key}>" for key, value in ENGINE_MERGE_TREE.items())
+    return f"<clickhouse><merge_tree>{merge_tree}</merge_tree>{extra}</clickhouse>\n"
+
+
+def engine_config_file() -> str:
+    """A file holding engine_config_xml(), written once per content under the temp directory
+    (not the store's, which may be read-only for a read command)."""
+    import hashlib
+    import os
+    import tempfile
+
+    text = engine_config_xml()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"agenttrail-engine-{digest}.xml"
+    if not path.is_file() or path.read_text() != text:
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(text)
+        os.replace(partial, path)
+    return str(path)
+
+
 def embedded_engine_options(engine_nice: int) -> dict[str, int | str]:
     """The engine options; with `engine_nice` ClickHouse's merge and mutation threads run that
-    much lower in the OS's priority (a server's own config sets this)."""
-    if not engine_nice:
-        return EMBEDDED_ENGINE
-    return {**EMBEDDED_ENGINE, "os_threads_nice_value_merge_mutate": engine_nice}
+    much lower in the OS's priority (a server's own config sets this). A `config-file` already in
+    EMBEDDED_ENGINE (a benchmark's, written with engine_config_xml) is kept."""
+    options: dict[str, int | str] = {"config-file": engine_config_file(), **EMBEDDED_ENGINE}
+    if engine_nice:
+        options["os_threads_nice_value_merge_mutate"] = engine_nice
+    return options
 
 
 def engine_nice_settings(engine_nice: int) -> dict[str, int]:

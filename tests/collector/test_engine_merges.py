@@ -1,0 +1,93 @@
+"""The embedded engine's MergeTree defaults (store.ENGINE_MERGE_TREE), which bound what one
+merge holds: granules of ~1 MiB (a merge holds a granule of a column of each part), and merges of
+16,384 rows and more column by column in a table that does not say otherwise (a row-by-row merge
+of many small parts holds a block of every column of every part: `scores` under overload, 110 MiB).
+
+Runs in a fresh process: chDB reads its engine options (the config file among them) once, when
+the first client in a process opens it. The part log, on through the same config file, says how
+each merge ran."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+PART_LOG = """<part_log><database>system</database><table>part_log</table>
+<flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>"""
+
+SCRIPT = """
+    import agenttrail.collector.store as store_module
+    from agenttrail.collector.store import Store, parse_store
+
+    config = {config!r}
+    with open(config, "w") as file:
+        file.write(store_module.engine_config_xml({part_log!r}))
+    store_module.EMBEDDED_ENGINE["config-file"] = config
+    store = Store(parse_store({path!r}))
+    columns = ", ".join(f"c{{i}} String" for i in range(12))  # >= 11 columns: ClickHouse's own bar
+    # "large" merges into a Wide part (> 10 MB), which a column-by-column merge needs
+    for table, rows in (("small", 4000), ("large", 60000)):
+        engine = "ENGINE = ReplacingMergeTree ORDER BY k"
+        store.command(f"CREATE TABLE {{table}} (k UInt64, {{columns}}) {{engine}}")
+        store.command(f"SYSTEM STOP MERGES {{table}}")
+        for part in range(4):
+            store.command(
+                f"INSERT INTO {{table}} SELECT number, "
+                + ", ".join(f"repeat(toString(number * {{i}}), 4)" for i in range(12))
+                + f" FROM numbers({{part * rows // 4}}, {{rows // 4}})"
+            )
+        store.command(f"SYSTEM START MERGES {{table}}")
+        store.command(f"OPTIMIZE TABLE {{table}} FINAL")
+    store.command("SYSTEM FLUSH LOGS")
+    print(store.query(
+        "SELECT table, merge_algorithm FROM system.part_log WHERE database = currentDatabase() "
+        "AND event_type = 'MergeParts' ORDER BY table"
+    ))
+"""
+
+
+def test_merges_of_16384_rows_and_more_go_column_by_column(tmp_path: Path) -> None:
+    """4 parts of 60,000 rows in all merge column by column (ClickHouse's own bar is 131,072
+    rows); 4,000 rows in all still merge row by row."""
+    code = textwrap.dedent(
+        SCRIPT.format(config=str(tmp_path / "engine.xml"), part_log=PART_LOG, path=str(tmp_path / "store"))
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[('large', 'Vertical'), ('small', 'Horizontal')]"
+
+
+GRANULES = """
+    from agenttrail.collector.schema import MIGRATIONS, migrate
+    from agenttrail.collector.store import Store, parse_store
+
+    store = Store(parse_store({path!r}))
+    migrate(store, MIGRATIONS)
+    store.command("SYSTEM STOP MERGES otel_traces")
+    for part in range(2):  # 8,192 spans with ~2 KB of tool arguments each: ~16 MiB a part
+        store.command(
+            "INSERT INTO otel_traces (Timestamp, TraceId, SpanId, SpanName, ServiceName, SpanAttributes) "
+            f"SELECT now64(9) - number, hex(cityHash64(number + {{part * 8192}})), hex(number), "
+            "'execute_tool', 'support-agent', map('gen_ai.tool.call.arguments', repeat(hex(number), 128)) "
+            "FROM numbers(8192)"
+        )
+    store.command("SYSTEM START MERGES otel_traces")
+    store.command("OPTIMIZE TABLE otel_traces FINAL")
+    [(parts, rows, granules)] = store.query(
+        "SELECT count(), sum(rows), sum(marks) - count() FROM system.parts "
+        "WHERE database = currentDatabase() AND table = 'otel_traces' AND active"
+    )
+    print(parts, rows, granules)
+"""
+
+
+def test_span_parts_are_written_and_merged_in_granules_of_about_1_mib(tmp_path: Path) -> None:
+    """~32 MiB of span rows merged into one part: ~32 granules of 1 MiB, where ClickHouse's own
+    10 MiB gives 2 (a granule every 8,192 rows at most): a merge holds a granule of a column of
+    each part it merges."""
+    code = textwrap.dedent(GRANULES.format(path=str(tmp_path / "store")))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    parts, rows, granules = result.stdout.split()
+    assert (parts, rows) == ("1", "16384")
+    assert int(granules) >= 16, f"{granules} granules for ~32 MiB of spans"
