@@ -7,6 +7,7 @@ Runs in a fresh process: chDB reads its engine options (the config file among th
 the first client in a process opens it. The part log, on through the same config file, says how
 each merge ran."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -91,3 +92,51 @@ def test_span_parts_are_written_and_merged_in_granules_of_about_1_mib(tmp_path: 
     parts, rows, granules = result.stdout.split()
     assert (parts, rows) == ("1", "16384")
     assert int(granules) >= 16, f"{granules} granules for ~32 MiB of spans"
+
+
+_CONFIG_FILE_PROBE = """
+import json
+from agenttrail.collector.store import embedded_engine_options, engine_config_file
+print(json.dumps([engine_config_file(), "config-file" in embedded_engine_options(0)]))
+"""
+
+
+def _config_file_in(tmpdir: Path) -> tuple[object, str]:
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", _CONFIG_FILE_PROBE],
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout), done.stderr
+
+
+def test_the_engine_config_file_is_this_users_own_or_left_out(tmp_path: Path) -> None:
+    """The file goes in a directory of the user's own (mode 0700) under TMPDIR; where that cannot
+    be (a file in its place, the directory another user's), the engine opens without it and a
+    warning says what to do, instead of the store failing to open."""
+    (written, passed), _ = _config_file_in(tmp_path)
+    assert passed is True
+    directory = tmp_path / f"agenttrail-{os.getuid()}"
+    assert written == str(directory / Path(str(written)).name)
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert "<index_granularity_bytes>" in Path(str(written)).read_text()
+
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / f"agenttrail-{os.getuid()}").write_text("")  # a file where the directory goes
+    (written, passed), stderr = _config_file_in(blocked)
+    assert (written, passed) == (None, False)
+    assert "point TMPDIR at a directory this user can write" in stderr
+
+    if os.getuid() == 0:  # only root can give the directory to another user
+        other = tmp_path / "other"
+        (other / "agenttrail-0").mkdir(parents=True)
+        os.chown(other / "agenttrail-0", 65534, 65534)
+        (written, passed), stderr = _config_file_in(other)
+        assert (written, passed) == (None, False)
+        assert "is not a directory of this user's" in stderr

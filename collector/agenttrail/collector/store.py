@@ -65,20 +65,38 @@ def engine_config_xml(extra: str = "") -> str:
     return f"<clickhouse><merge_tree>{merge_tree}</merge_tree>{extra}</clickhouse>\n"
 
 
-def engine_config_file() -> str:
-    """A file holding engine_config_xml(), written once per content under the temp directory
-    (not the store's, which may be read-only for a read command)."""
+def engine_config_file() -> str | None:
+    """A file holding engine_config_xml(), written once per content in a directory of this
+    user's own under the temp directory (not the store's, which may be read-only for a read
+    command; not /tmp itself, where another user's file of the same name could not be replaced).
+    None, with a warning, where it cannot be written: the engine then merges with ClickHouse's
+    defaults, which hold more memory, rather than not opening."""
     import hashlib
+    import logging
     import os
+    import stat
     import tempfile
 
     text = engine_config_xml()
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"agenttrail-engine-{digest}.xml"
-    if not path.is_file() or path.read_text() != text:
-        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        partial.write_text(text)
-        os.replace(partial, path)
+    directory = Path(tempfile.gettempdir()) / f"agenttrail-{os.getuid()}"
+    path = directory / f"engine-{digest}.xml"
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+        found = directory.lstat()
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            raise OSError(f"{directory} is not a directory of this user's")
+        if not path.is_file() or path.read_text() != text:
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            partial.write_text(text)
+            os.replace(partial, path)
+    except OSError as exc:
+        logging.getLogger(__name__).warning(
+            "cannot write the embedded engine's config file (%s): its merges use ClickHouse's "
+            "defaults, which hold more memory; point TMPDIR at a directory this user can write",
+            exc,
+        )
+        return None
     return str(path)
 
 
@@ -86,7 +104,11 @@ def embedded_engine_options(engine_nice: int) -> dict[str, int | str]:
     """The engine options; with `engine_nice` ClickHouse's merge and mutation threads run that
     much lower in the OS's priority (a server's own config sets this). A `config-file` already in
     EMBEDDED_ENGINE (a benchmark's, written with engine_config_xml) is kept."""
-    options: dict[str, int | str] = {"config-file": engine_config_file(), **EMBEDDED_ENGINE}
+    config_file = engine_config_file()
+    options: dict[str, int | str] = {
+        **({"config-file": config_file} if config_file else {}),
+        **EMBEDDED_ENGINE,
+    }
     if engine_nice:
         options["os_threads_nice_value_merge_mutate"] = engine_nice
     return options
