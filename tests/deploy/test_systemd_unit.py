@@ -137,6 +137,16 @@ def test_without_the_capability_the_setting_changes_nothing(workdir: Path) -> No
     assert 7 not in _run_as_the_unit(workdir, ambient=[])
 
 
+def test_the_service_has_a_writable_temp_directory() -> None:
+    """ProtectSystem=strict makes /tmp read-only too; the engine writes its config file (the merge
+    settings that bound merge memory, `store.engine_config_file`) under the temp directory, so
+    the unit gives the service a private /tmp (or names /tmp writable)."""
+    service = _service_section()
+    assert service.get("ProtectSystem") == "strict"
+    writable = service.get("ReadWritePaths", "").split()
+    assert service.get("PrivateTmp") in ("true", "yes") or "/tmp" in writable
+
+
 def test_the_readmes_install_steps_match_the_unit() -> None:
     """deploy/README.md's systemd install block makes what the unit expects: its venv holds
     ExecStart's binary, the user it creates is User= with the state directory as home, the config
