@@ -359,8 +359,8 @@ def joined_plan(
     raw (`score_where` and the rest of the period) that is not among the live runs read raw
     (`run_where` and the rest): rare, as a score's run start is its run's. So every score read
     from the hourly rows has its run in its own hour, and every score read raw has its run
-    among the runs read raw, or none in the period. `split.plan` is not None and
-    `split.plan` is not None."""
+    among the runs read raw, or none in the period. Needs `split.plan` (some hours answer
+    from the rollups)."""
     plan = split.plan
     assert plan is not None
     joined = plan.only(hour for hour, point in plan.points.items() if point.scores_joined)
