@@ -131,11 +131,8 @@ def scores_sql(
     table = read.scores
     assert not agent_version or read.revised, "these scores carry no AgentVersion"
     # argMax skips a NULL argument (an older row's version would win): in a tuple it does not.
-    version, latest_version = (
-        (", AgentVersion", f", argMax(tuple(AgentVersion), {_LATEST}).1 AS latest_version")
-        if agent_version
-        else ("", "")
-    )
+    version = ", AgentVersion" if agent_version else ""
+    latest_version = ", tuple(AgentVersion)" if agent_version else ""
     if multi_version is not None and not multi_version:
         return f"""
 SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {table} FINAL
@@ -282,14 +279,18 @@ FROM (
 def _grouped(table: str, rows: str, latest_version: str) -> str:
     """Per (run, metric) of `table` FINAL's `rows` (its PREWHERE and WHERE), its latest row's
     columns under `scores_sql`'s names (named apart inside: an alias may not name a column
-    that an aggregate of the same SELECT reads)."""
+    that an aggregate of the same SELECT reads). `latest_version`: ", tuple(AgentVersion)" to
+    take the run's AgentVersion too (argMax skips a NULL argument, so an older row's version
+    would win: in a tuple it does not). The score is its own argMax, which skips a NULL score
+    as it always did; the other columns come from one argMax of a tuple (the row with the
+    latest key either way): four argMax over the re-scored day's 320,000 rows took 0.25-0.4 s
+    CPU more (drift21)."""
     return f"""
-SELECT TraceId, RootSpanId, Metric, latest_score AS Score, latest_start AS RunStart, latest_agent AS Agent,
-    latest_task AS Task{", latest_version AS AgentVersion" if latest_version else ""}
+SELECT TraceId, RootSpanId, Metric, latest_score AS Score, latest_row.1 AS RunStart, latest_row.2 AS Agent,
+    latest_row.3 AS Task{", latest_row.4.1 AS AgentVersion" if latest_version else ""}
 FROM (
 SELECT TraceId, RootSpanId, Metric, argMax(Score, {_LATEST}) AS latest_score,
-    argMax(RunStart, {_LATEST}) AS latest_start, argMax(Agent, {_LATEST}) AS latest_agent,
-    argMax(Task, {_LATEST}) AS latest_task{latest_version}
+    argMax((RunStart, Agent, Task{latest_version}), {_LATEST}) AS latest_row
 FROM {table} FINAL {rows}
 GROUP BY TraceId, RootSpanId, Metric)
 """
