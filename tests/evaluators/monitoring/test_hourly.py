@@ -24,12 +24,15 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring import hourly
+from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, DriftSettings, load_windows
 from agenttrail.evaluators.monitoring.hourly import HourlyRollup, RollupHourRow, fresh_hours
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
 from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
+from . import drift_reference
 from .synthetic import score_rows, store_runs, trajectory_row
+from .test_drift_sampling import as_lists
 from .test_rollups import HOUR, History, assert_same, at, both, random_run
 
 
@@ -206,6 +209,57 @@ def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: St
     for found in runs:
         per_hour[at(found.start // HOUR * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")] += 1
     assert counts == per_hour, "the moved run counts once, in hour 1 (its latest score's)"
+
+
+def test_drift_keeps_the_latest_score_of_a_run_scored_at_two_starts_by_two_versions(
+    rollup_store: Store,
+) -> None:
+    """Drift groups the runs in the versions' overlap in one read per window part only where no
+    run's live rows of a metric lie at two starts (drift._one_start). Here one does, the
+    baseline (hours 1-2, sampled from the hash sample tables) and the recent window (hour 3,
+    the whole tables) are read apart, and the moved run's hour-3 row (ev2, older than its
+    hour-1 row by ev1) is not its latest: it stays out of the recent window."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    rng = random.Random(17)
+    runs = [
+        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
+        for index in range(420)
+    ]
+    store_runs(store, runs)
+    store.insert(
+        "scores",
+        [row for run in runs for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)],
+    )
+    # The run of hour 1 with the smallest hash: in the recent window's sample wherever it lies.
+    first_hour = [run for run in runs if run.start < base + 2 * HOUR]
+    hashes = dict(
+        store.query(
+            "SELECT TraceId, cityHash64(TraceId, RootSpanId) FROM trajectories "
+            "WHERE TraceId IN {ids:Array(String)}",
+            {"ids": [run.trace_id for run in first_hour]},
+        )
+    )
+    run = min(first_hour, key=lambda candidate: hashes[candidate.trace_id])
+    moved = replace(run, start=run.start + 2 * HOUR, scores={"trajectory_exact_match": 0.0})
+    insert_trajectories(store, [trajectory_row(moved, version=2)])
+    store.insert(
+        "scores", score_rows(moved, evaluator_version="ev2", created=base + 6 * HOUR + 10, revision=2)
+    )
+    late = replace(run, scores={"trajectory_exact_match": 1.0})  # ev1's score of revision 1, written last
+    store.insert("scores", score_rows(late, evaluator_version="ev1", created=base + 6 * HOUR + 20))
+    HourlyRollup(lambda: store).run_once()
+    query = DriftQuery(
+        recent_s=HOUR,
+        baseline=Baseline(since=at(base + HOUR), until=at(base + 3 * HOUR)),
+        metrics=("trajectory_exact_match",),
+        now=at(base + 4 * HOUR),
+    )
+    # Per agent, the baseline's hash limit under SAMPLE_LIMIT, the recent window's above.
+    drift_settings = DriftSettings(min_samples=10, max_samples=20)
+    assert as_lists(load_windows(store, query, drift_settings)) == as_lists(
+        drift_reference.reference_windows(store, query, drift_settings)
+    )
 
 
 def test_hours_of_an_older_layout_are_rolled_up_again(rollup_store: Store) -> None:
