@@ -125,15 +125,14 @@ def _load_scores(
     if query.metrics:
         where.append("Metric IN {metrics:Array(String)}")
         params["metrics"] = list(query.metrics)
-    since = min(params["baseline_start"], params["recent_start"], key=float)
     multi = _MULTI_VERSION.format(table=sources.SOURCE.scores)
     if not sources.SOURCE.keyed_by_start:  # the base tables keep a moved run's rows of another
         # version under its old start (the rollups delete them: migration 124), so a metric two
         # versions scored anywhere takes each run's latest score
         multi = _MULTI_VERSION_ANYWHERE.format(table=sources.SOURCE.scores)
-    params["multi_version"] = [
-        row[0] for row in store.query(multi, {"since": since, "until": params["recent_end"]})
-    ]
+    # Over the whole span: a fixed baseline may end after the recent window does.
+    span = {"since": params["span_start"], "until": params["span_end"]}
+    params["multi_version"] = [row[0] for row in store.query(multi, span)]
     per_window = (
         "SELECT Agent, w, Metric, arrayMap(s -> s.4, arraySort(groupArray("
         "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))))) "

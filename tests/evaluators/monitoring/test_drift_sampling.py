@@ -129,6 +129,27 @@ def test_windows_are_the_reference_windows(
     assert as_lists(fast) == as_lists(slow)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
+def test_a_fixed_baseline_ending_after_the_recent_window(
+    histories: tuple[Store, float], tables: sources.Tables
+) -> None:
+    """A case the property test found: a fixed baseline that ends after the recent window, over
+    a metric two evaluator versions scored only there. Each run counts once in each window (the
+    reference once looked for such metrics only up to the recent window's end, and counted a
+    run's two versions' scores)."""
+    store, base = histories
+    query = DriftQuery(
+        recent_s=600,
+        baseline=Baseline(since=at(base + 9970), until=at(base + 11521)),
+        now=at(base + 10570),
+    )
+    with reading(tables):
+        fast = load_windows(store, query, DriftSettings(max_samples=30))
+        slow = reference.reference_windows(store, query, DriftSettings(max_samples=30))
+    assert as_lists(fast) == as_lists(slow)
+
+
 def early_baseline_question(base: float, now_s: float) -> DriftQuery:
     """The fixed baseline [base, base + 1487 s) both failing cases hypothesis found use: on this
     history it ends just after a run that later moved (test_rollups.History)."""
