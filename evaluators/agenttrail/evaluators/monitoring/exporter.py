@@ -37,6 +37,7 @@ from agenttrail.evaluators.monitoring.instruments import (
     RunRecord,
     ScoreRecord,
 )
+from agenttrail.evaluators.monitoring.sources import us6
 
 if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
@@ -71,11 +72,6 @@ LIMIT {limit:UInt32}
 """
 
 
-def _ts6(micros: int) -> str:
-    """Epoch microseconds as the exact "seconds.fraction" text ClickHouse reads (no float rounding)."""
-    return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
-
-
 class Cursor:
     """Where a tail stands: the last row's (timestamp, key columns...)."""
 
@@ -84,7 +80,7 @@ class Cursor:
         self.keys: tuple[str, ...] = ("",) * keys
 
     def params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"at": _ts6(self.micros)}
+        params: dict[str, Any] = {"at": us6(self.micros)}
         params.update({f"k{i + 1}": key for i, key in enumerate(self.keys)})
         return params
 

@@ -253,10 +253,10 @@ def overlap_bounds(store: Store, since: str, until: str) -> tuple[list[str], str
     if not rows:
         return [], ts6(1), ts6(0)
     low, high = min(int(row[1]) for row in rows), max(int(row[2]) for row in rows)
-    return [row[0] for row in rows], _us6(low), _us6(high)
+    return [row[0] for row in rows], us6(low), us6(high)
 
 
-def _us6(us: int) -> str:
+def us6(us: int) -> str:
     """A DateTime64(6) parameter value of Unix microseconds, exact (a float is not, at 1e15)."""
     return f"{us // 1_000_000}.{us % 1_000_000:06d}"
 
