@@ -277,3 +277,44 @@ def test_session_scope_judges_each_named_conversation_once(serve: Serve, tmp_pat
     assert refused.exit_code == 2
     assert "scope: session" in refused.output
     assert "conversation_id" in refused.output
+
+
+def test_stored_references_give_each_rows_tool_correctness_its_tasks_settings_beside_the_judge(
+    serve: Serve, store: Any, chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    """With --stored-references, the tool_correctness folded with a tool_selection judge's verdict
+    is set as the row's own metric is: the --metric spec's parameters, then the row's `options`,
+    then its task's spec, then the task's options (not the bare --metric spec for every row)."""
+    from agenttrail.collector.schema import migrate
+    from agenttrail.evaluators.composition import ALL_MIGRATIONS
+    from agenttrail.evaluators.scoring.reference_store import store_reference_set
+    from agenttrail.evaluators.scoring.references import parse_reference_set
+
+    migrate(store, ALL_MIGRATIONS)
+    stored = {
+        "refund": {"reference_trajectory": [SEARCH], "metrics": ["tool_correctness:threshold=0.3"]},
+        "faq": {"reference_trajectory": [SEARCH], "options": {"threshold": "0.3"}},
+    }
+    store_reference_set(store, parse_reference_set(stored), source="t")
+    tools = [{"name": "search", "description": "Web search"}, {"name": "book", "description": "Book"}]
+    row = {"query": "Weather in Paris?", "tools_called": [SEARCH], "available_tools": tools}
+    rows = [
+        {**row, "task": "refund"},  # the task's own spec: threshold 0.3
+        {**row, "task": "faq"},  # the task's options: threshold 0.3
+        {**row, "task": "refund", "options": {"threshold": "0.9"}},  # the row's options win
+    ]
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    llm = serve(Reply.chat_json({"reason": "book was needed too", "score": 0.4}))
+    where = [str(dataset), "--stored-references", "--store", str(chdb_dir), "--database", database]
+    where += ["--judge", "tool_selection", "--judge-model", "m", "--judge-base-url", llm.base_url]
+
+    def success(metric: str) -> list[Any]:
+        result = evaluate(*where, "--metric", metric, "--format", "json")
+        assert result.exit_code == 0, result.output
+        instances = json.loads(result.stdout)["instances"]
+        assert [i["metrics"]["tool_correctness"] for i in instances] == [0.4, 0.4, 0.4]  # the min
+        return [i["metrics"]["tool_correctness_success"] for i in instances]
+
+    assert success("tool_correctness") == [1.0, 1.0, 0.0]
+    assert success("tool_correctness:threshold=0.35") == [1.0, 1.0, 1.0]  # the spec's own wins

@@ -159,8 +159,8 @@ class EvaluationApi:
             verdicts = self._run_judges(judges, run)
             # the spec's combinations, as offline: tool_correctness min, multiply_score, avg_score
             correctness = next((m.params for m in metrics if m.spec.name == TOOL_CORRECTNESS[0]), None)
-            combine = Combine(correctness, selection_judges(judges), response_judges(judges))
-            combined = combine(InstanceResult(0, dict(values)), run, verdicts)
+            combine = Combine(selection_judges(judges), response_judges(judges))
+            combined = combine(InstanceResult(0, dict(values)), run, verdicts, correctness)
             values, verdicts = combined.metrics, list(combined.judges.values())
         response = pb.EvaluateResponse(results=_metric_results(values, metrics, texts, missing_reason))
         response.results.extend(_judge_result(result) for result in verdicts)

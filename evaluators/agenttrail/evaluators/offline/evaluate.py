@@ -280,19 +280,25 @@ def evaluate_rows(
     _check_conversations(judges, rows)
     correctness = next((m for m in metrics if m.spec.name == "tool_correctness"), None)
     selectors = selection_judges(judges)
-    # With the metric asked for, a tool-selection judge's min lands in the metric (its parameters).
+    # With the metric asked for, a tool-selection judge's min lands in the metric, with each row's
+    # parameters as its metric is set.
     merged = TOOL_CORRECTNESS if correctness is not None and selectors else ()
     judge_names = tuple(name for name in judge_outputs(judges, names, merged) if name not in merged)
     responders = response_judges(judges)
     if responders and (correctness is not None or TOOL_CORRECTNESS[0] in judge_names):
         judge_names = (*judge_names, *COMBINED)
     instances: list[InstanceResult] = []
+    # Each row's own tool_correctness parameters (its options and task settings), for the judge's min.
+    row_correctness: dict[int, Mapping[str, Any]] = {}
     for row in rows:
         if isinstance(row, RowError) or row.predicted is None:
             error = row if isinstance(row, RowError) else _missing_predicted(row)
             instances.append(InstanceResult(row.index, dict.fromkeys(names), error))
             continue
         configured = row_metrics(row, specs, metrics)
+        own = next((m for m in configured if m.spec.name == TOOL_CORRECTNESS[0]), None)
+        if own is not None:
+            row_correctness[row.index] = own.params
         values = compute_metrics(
             row.predicted, row.reference, configured, latency_s=row.latency_s, failure=row.failure
         )
@@ -307,9 +313,11 @@ def evaluate_rows(
         by_index = {
             row.index: (run, results) for row, run, results in zip(good, inputs, verdicts, strict=True)
         }
-        combine = Combine(correctness.params if correctness else None, selectors, responders)
+        combine = Combine(selectors, responders)
         instances = [
-            combine(instance, *by_index[instance.index]) if instance.index in by_index else instance
+            combine(instance, *by_index[instance.index], row_correctness.get(instance.index))
+            if instance.index in by_index
+            else instance
             for instance in instances
         ]
     all_names = (*names, *judge_names)
@@ -398,28 +406,34 @@ class Combine:
     the tool_correctness metric takes the tool-selection judge's min, and multiply_score / avg_score
     come from tool correctness and a response-quality judge."""
 
-    correctness: Mapping[str, Any] | None  # the tool_correctness metric's parameters, if asked for
     selectors: Sequence[str]
     responders: Sequence[str]
 
     def __call__(
-        self, instance: InstanceResult, run: JudgeInput, results: list[JudgeResult]
+        self,
+        instance: InstanceResult,
+        run: JudgeInput,
+        results: list[JudgeResult],
+        correctness: Mapping[str, Any] | None = None,
     ) -> InstanceResult:
+        """`correctness`: the row's tool_correctness parameters as its metric was set (the spec,
+        then the row's options, then its task's settings), None when the metric was not asked for."""
         metrics = dict(instance.metrics)
         selection = first_result(results, self.selectors)
-        if self.correctness is not None and self.selectors:
+        if correctness is not None and self.selectors:
             results = [result for result in results if result.metric not in TOOL_CORRECTNESS]
-            folded = None if selection is None else min_tool_correctness(run, selection, self.correctness)
+            folded = None if selection is None else min_tool_correctness(run, selection, correctness)
             metrics.update(folded or {})
         judged = {result.metric: result for result in results}
         if self.responders:
             response = first_result(results, self.responders)
-            correctness = (
+            correctness_score = (
                 metrics.get(TOOL_CORRECTNESS[0])
                 if TOOL_CORRECTNESS[0] in metrics
                 else getattr(judged.get(TOOL_CORRECTNESS[0]), "score", None)
             )
-            metrics.update(combined_scores(correctness, None if response is None else response.score))
+            score = None if response is None else response.score
+            metrics.update(combined_scores(correctness_score, score))
         return InstanceResult(instance.index, metrics, instance.error, judged)
 
 
