@@ -8,9 +8,7 @@ handle serialises calls anyway).
 
 from __future__ import annotations
 
-import contextlib
 import hmac
-import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,7 +47,7 @@ from agenttrail.evaluators.console.run_page import pretty_json, trace_page
 from agenttrail.evaluators.console.runs import RunsFilter, filter_choices, list_runs, score_badges
 from agenttrail.evaluators.monitoring.alerts.config import AlertRule, describe_rule
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
-from agenttrail.evaluators.monitoring.display import CHANGE_THRESHOLD_UNITS, format_alarm
+from agenttrail.evaluators.monitoring.display import CHANGE_THRESHOLD_UNITS, format_alarm, json_object
 from agenttrail.evaluators.scoring.audit import AuditSubject
 from agenttrail.evaluators.scoring.reference_store import latest_references
 from agenttrail.evaluators.scoring.rescore import rescore_task
@@ -515,16 +513,15 @@ def _rescore_note(request: Request) -> dict[str, str] | None:
     return {"saved": saved, "rescored": request.query_params.get("rescored", "")}
 
 
-def _detail(text: str) -> Any:
-    """A drift event's detail: JSON whose `note` may itself hold JSON (e.g. per-tool share changes)."""
-    try:
-        detail = json.loads(text) if text else {}
-    except ValueError:
-        return text
-    note = detail.get("note") if isinstance(detail, dict) else None
-    if isinstance(note, str) and note.startswith("{"):
-        with contextlib.suppress(ValueError):
-            detail["note"] = json.loads(note)
+def _detail(text: str) -> dict[str, Any] | str:
+    """A drift event's detail: JSON whose `note` may itself hold JSON (e.g. per-tool share changes);
+    text that holds no JSON object is shown as it is ('' as nothing)."""
+    detail = json_object(text)
+    if detail is None:
+        return text if text else {}
+    note = json_object(detail.get("note"))
+    if note is not None:
+        detail["note"] = note
     return detail
 
 

@@ -85,15 +85,25 @@ def format_alarm(test: str, found: Mapping[str, Any], recent_n: int | None = Non
     return f"{alarm}; {past}" if past else alarm
 
 
+def json_object(text: object) -> dict[str, Any] | None:
+    """A JSON detail column (a drift event's detail, its note) as the object it holds; None when
+    the text is empty, not JSON or not an object, so each caller shows its own fallback (nothing,
+    or the text as it is)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _detail(text: object) -> dict[str, Any]:
     """A result's detail as a mapping; a stored drift event's (drift_events.event_detail: the
     status and adjusted p, the result's own detail as its note) is its note's, with the rest
     under ``stored``."""
-    try:
-        found = json.loads(text) if isinstance(text, str) and text else {}
-    except ValueError:
-        return {}
-    if not isinstance(found, dict):
+    found = json_object(text)
+    if found is None:
         return {}
     if "note" in found and "status" in found:
         return {**_detail(found["note"]), "stored": found}

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from agenttrail.collector.schema import Migration
-from agenttrail.evaluators.monitoring.display import CHANGE_THRESHOLD_UNITS, format_alarm
+from agenttrail.evaluators.monitoring.display import CHANGE_THRESHOLD_UNITS, format_alarm, json_object
 
 if TYPE_CHECKING:
     from agenttrail.collector.store import Store
@@ -82,11 +82,8 @@ def event_detail_text(detail: str, test: str = "") -> str:
     """Detail as a person reads it in an alert's summary: the adjusted p, how the effect size is
     measured, the baseline and the note (a change detector's alarm in words: `test` names it; the
     status is the row's Drifted); any other text as is."""
-    try:
-        document = json.loads(detail)
-    except ValueError:
-        return detail
-    if not isinstance(document, dict):
+    document = json_object(detail)
+    if document is None:
         return detail
     parts = []
     p_adjusted = document.get("p_adjusted")
@@ -97,20 +94,12 @@ def event_detail_text(detail: str, test: str = "") -> str:
     if document.get("baseline"):
         parts.append(f"baseline {document['baseline']}")
     note = document.get("note")
-    found = _json_object(note) if test in CHANGE_THRESHOLD_UNITS else None
+    found = json_object(note) if test in CHANGE_THRESHOLD_UNITS else None
     if found is not None:  # a change detector's alarm, in words
         parts.append(format_alarm(test, found))
     elif note:
         parts.append(str(note))
     return ", ".join(parts)
-
-
-def _json_object(text: object) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def write_drift_events(store: Store, results: Sequence[DriftResult], detected_at: float | None = None) -> int:
