@@ -153,6 +153,22 @@ def test_health_probes_answer_without_a_token(guarded: Any) -> None:
         assert json.loads(body)["status"] == "ok"
 
 
+def test_metrics_auth_false_opens_metrics_alone(start_sidecar: Any, tmp_path: Path) -> None:
+    """`metrics_auth: false` serves /metrics without the token (scrapers by pod annotation send
+    none), and only /metrics: every other route still answers 401 without it."""
+    path = tmp_path / "agenttrail.yaml"
+    path.write_text(yaml.safe_dump({"metrics_export": {"interval_s": 0.2, "settle_s": 0.2}}))
+    sidecar = start_sidecar(str(path), bearer_token=TOKEN, metrics_auth=False)
+    status, content_type, body = get(sidecar.http.address, "/metrics", None)
+    assert (status, content_type.split(";")[0]) == (200, "text/plain"), body
+    assert b"agenttrail_ingest_accepted_spans_total" in body
+    for route in set(GET_ROUTES) - {"/metrics"}:
+        status, _, _ = get(sidecar.http.address, route, None)
+        assert status == 401, route
+    status, _, _ = get(sidecar.http.address, "/metrics/x", None)
+    assert status != 200  # the path itself, not a prefix
+
+
 def test_otlp_http_refuses_a_missing_or_wrong_token_and_stores_nothing(guarded: Any) -> None:
     """POST /v1/traces answers 401 to each wrong header and nothing of those requests is stored."""
     refused = new_trace_id()

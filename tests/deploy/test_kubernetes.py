@@ -163,3 +163,62 @@ def test_a_live_sidecar_answers_every_probe_path(start_sidecar: Any) -> None:
             "!!! GET /livez answered 404: this HTTP port has no liveness endpoint yet (issue 11's move "
             "to uvicorn adds it); /readyz was checked, /livez was NOT"
         )
+
+
+MONITORS = K8S / "prometheus-operator" / "monitors.yaml"
+
+
+def monitors() -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(MONITORS.read_text()) if doc}
+
+
+def test_pods_scraped_by_annotation_serve_metrics_without_the_token() -> None:
+    """A pod Prometheus finds by its prometheus.io annotations is scraped with no token, so when its
+    sidecar has one, the container must set AGENTTRAIL_METRICS_AUTH=false (parsed as the sidecar
+    parses it) and serve /metrics on the annotated port and path."""
+    from agenttrail.collector.config import load_config
+
+    scraped = 0
+    for name, doc in agenttrail_pods().items():
+        annotations = doc["spec"]["template"]["metadata"].get("annotations", {})
+        if annotations.get("prometheus.io/scrape") != "true":
+            continue
+        scraped += 1
+        container = next(
+            c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == "agenttrail"
+        )
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert "AGENTTRAIL_BEARER_TOKEN_FILE" in env, name
+        config = load_config(environ={k: v for k, v in env.items() if v is not None and "FILE" not in k})
+        assert config.metrics_auth is False, name
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert annotations["prometheus.io/port"] == str(ports["http"]) == config.http.rsplit(":", 1)[1]
+        assert annotations["prometheus.io/path"] == "/metrics"
+    assert scraped == 1
+
+
+def test_prometheus_operator_monitors_send_the_secrets_token_to_each_pattern() -> None:
+    """The ServiceMonitor selects the shared Service and scrapes its http port; the PodMonitor
+    selects the sidecar pattern's pods and their http container port; both send the Secret's
+    bearer token from the Secret in their own namespace."""
+    found = monitors()
+    assert set(found) == {"ServiceMonitor", "PodMonitor"}
+    secret = by_kind("Secret")["agenttrail"]
+    service = by_kind("Service")["agenttrail"]
+    service_monitor = found["ServiceMonitor"]
+    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = service_monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    pod = agenttrail_pods()["Deployment/support-agent"]["spec"]["template"]
+    pod_monitor = found["PodMonitor"]
+    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (pod_endpoint,) = pod_monitor["spec"]["podMetricsEndpoints"]
+    sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == "agenttrail")
+    assert pod_endpoint["port"] in {p["name"] for p in sidecar["ports"]}
+    for monitor, scrape in ((service_monitor, endpoint), (pod_monitor, pod_endpoint)):
+        assert monitor["metadata"]["namespace"] == secret["metadata"]["namespace"]
+        assert scrape["path"] == "/metrics"
+        assert scrape["authorization"]["type"] == "Bearer"
+        credentials = scrape["authorization"]["credentials"]
+        assert credentials["name"] == "agenttrail"
+        assert credentials["key"] in secret["stringData"]

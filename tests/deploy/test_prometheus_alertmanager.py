@@ -234,3 +234,73 @@ def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
                 return bool(values) and (sum(values) > 0) == (legend in positive)
 
             wait_for(answered, f"{target['legendFormat']}: {expr}", timeout=60)
+
+
+@pytest.mark.slow
+def test_prometheus_scrapes_a_sidecar_with_a_token_as_the_kubernetes_manifests_set_it(
+    start_sidecar: Any, processes: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    """With a bearer token on the sidecar, a real Prometheus scrapes /metrics two ways: as
+    prometheus-operator's ServiceMonitor sets it (the Secret's token sent, `metrics_auth` on)
+    and as a pod found by its prometheus.io annotations (no token: down while /metrics needs
+    one, up once the sidecar runs with the sidecar pattern's AGENTTRAIL_METRICS_AUTH)."""
+    from agenttrail.collector.config import load_config
+
+    k8s = DEPLOY / "kubernetes"
+    secret = next(d for d in yaml.safe_load_all((k8s / "secret.yaml").read_text()) if d["kind"] == "Secret")
+    monitor = yaml.safe_load_all((k8s / "prometheus-operator" / "monitors.yaml").read_text())
+    (endpoint,) = next(d for d in monitor if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    pod = next(
+        d for d in yaml.safe_load_all((k8s / "sidecar-pattern.yaml").read_text()) if d["kind"] == "Deployment"
+    )
+    annotations = pod["spec"]["template"]["metadata"]["annotations"]
+    container = next(c for c in pod["spec"]["template"]["spec"]["containers"] if c["name"] == "agenttrail")
+    metrics_auth = load_config(
+        environ={e["name"]: e["value"] for e in container["env"] if e["name"] == "AGENTTRAIL_METRICS_AUTH"}
+    ).metrics_auth
+    token = secret["stringData"][endpoint["authorization"]["credentials"]["key"]]
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+
+    address, prom_port = f"127.0.0.1:{free_port()}", free_port()
+    prom_url = f"http://127.0.0.1:{prom_port}"
+    config = tmp_path / "agenttrail.yaml"
+    config.write_text(yaml.safe_dump({"metrics_export": {"prometheus": True, "interval_s": 0.5}}))
+    sidecar = start_sidecar(str(config), bearer_token=token, http=address)
+    jobs = [
+        {  # what prometheus-operator makes of the ServiceMonitor's endpoint
+            "job_name": "servicemonitor",
+            "metrics_path": endpoint["path"],
+            "authorization": {"type": endpoint["authorization"]["type"], "credentials_file": str(token_file)},
+            "static_configs": [{"targets": [address]}],
+        },
+        {  # a pod found by annotation: its path, no authorization
+            "job_name": "annotations",
+            "metrics_path": annotations["prometheus.io/path"],
+            "static_configs": [{"targets": [address]}],
+        },
+    ]
+    prometheus_config = {"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
+    processes(
+        tool("prometheus"),
+        f"--config.file={tmp_path / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{prom_port}",
+        log=tmp_path / "prometheus.log",
+    )
+    wait_for(lambda: urllib.request.urlopen(f"{prom_url}/-/ready", timeout=5).status == 200, "Prometheus")
+
+    def health() -> dict[str, tuple[str, str]]:
+        targets = get_json(f"{prom_url}/api/v1/targets")["data"]["activeTargets"]
+        return {t["labels"]["job"]: (t["health"], t["lastError"]) for t in targets}
+
+    def scraped(expected: dict[str, str]) -> dict[str, tuple[str, str]] | None:
+        found = health()
+        return found if {job: found.get(job, ("", ""))[0] for job in expected} == expected else None
+
+    found = wait_for(lambda: scraped({"servicemonitor": "up", "annotations": "down"}), "the first scrapes")
+    assert "401" in found["annotations"][1]
+    sidecar.stop()
+    start_sidecar(str(config), bearer_token=token, http=address, metrics_auth=metrics_auth)
+    wait_for(lambda: scraped({"servicemonitor": "up", "annotations": "up"}), "both jobs up", timeout=60)

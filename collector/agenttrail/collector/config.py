@@ -135,6 +135,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("retention_scores_days", DAYS, 0, "days to keep scores and decisions; 0 keeps them for ever"),
     Setting("health_auth", BOOL, False, "require the bearer token on /livez, /readyz and /healthz too"),
     Setting(
+        "metrics_auth",
+        BOOL,
+        True,
+        "require the bearer token on /metrics; false serves it to any scraper that reaches the HTTP "
+        "port (Prometheus discovering pods by annotation cannot send one); the rest still needs it",
+    ),
+    Setting(
         "max_inflight_bytes",
         POSITIVE_INT,
         16 * 1024 * 1024,
@@ -218,6 +225,7 @@ class SidecarConfig:
     retention_trajectories_days: int = 0
     retention_scores_days: int = 0
     health_auth: bool = False
+    metrics_auth: bool = True
     max_inflight_bytes: int = 16 * 1024 * 1024
     gil_switch_interval_s: float = 0.001
     background_nice: int = 0

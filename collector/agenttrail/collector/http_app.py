@@ -51,6 +51,9 @@ PageRoute = Callable[[dict[str, str]], tuple[str, bytes]]
 # () -> (healthy, details): readiness (store, backlog...) or liveness (workers alive).
 HealthCheck = Callable[[], tuple[bool, dict[str, Any]]]
 
+# The Prometheus page, which `metrics_auth: false` serves without the bearer token.
+METRICS_PATH = "/metrics"
+
 _GRPC_CODE_FOR_HTTP = {400: 3, 401: 16, 404: 5, 408: 4, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
@@ -61,6 +64,7 @@ class HttpOptions:
     max_body_bytes: int = 64 * 1024 * 1024
     bearer_token: str | None = None
     health_auth: bool = False  # whether /livez, /readyz, /healthz need the bearer token too
+    metrics_auth: bool = True  # whether /metrics (METRICS_PATH) needs it: scrapers by annotation send none
     body_timeout_s: float = 30.0  # the whole body must arrive within this
     ingest_threads: int = 8  # threads running IngestPipeline.accept (it blocks on the spool)
 
@@ -269,7 +273,8 @@ class HttpApp:
         route = self.read_routes.get(path)
         if page is None and route is None:
             return status_response(404, f"no such endpoint {path}", JSON)
-        if not self.authorized(request):
+        open_page = path == METRICS_PATH and page is not None and not self.options.metrics_auth
+        if not open_page and not self.authorized(request):
             return status_response(401, "missing or wrong bearer token", JSON)
         params = dict(request.query_params)
         try:

@@ -55,6 +55,7 @@ class HttpReceiver:
         liveness: HealthCheck | None = None,
         limiter: InFlightBytes | None = None,
         health_auth: bool = False,
+        metrics_auth: bool = True,
         body_timeout_s: float = 30.0,
         limits: ServerLimits | None = None,
     ) -> None:
@@ -76,6 +77,7 @@ class HttpReceiver:
             max_body_bytes=max_body_bytes,
             bearer_token=bearer_token,
             health_auth=health_auth,
+            metrics_auth=metrics_auth,
             body_timeout_s=body_timeout_s,
         )
         self._app = HttpApp(

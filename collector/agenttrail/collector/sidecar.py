@@ -281,6 +281,7 @@ class Sidecar:
             liveness=self.liveness,
             limiter=limiter,
             health_auth=config.health_auth,
+            metrics_auth=config.metrics_auth,
             body_timeout_s=config.http_body_timeout_s,
             limits=ServerLimits(
                 header_timeout_s=config.http_header_timeout_s,
