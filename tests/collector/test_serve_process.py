@@ -1,11 +1,13 @@
 """`agenttrail serve` as a real process: kill -9 loses nothing acknowledged, one process per
-embedded store, and read commands work while serve holds the store."""
+embedded store, read commands work while serve holds the store, and a stopped store's copy
+restores elsewhere."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -273,3 +275,52 @@ def test_serve_warns_when_it_listens_beyond_loopback_without_a_token(
     with_token = stderr_of(tmp_path / "token", {**env, "AGENTTRAIL_BEARER_TOKEN": "s3cret-token-value"})
     assert "agenttrail serving on" in with_token
     assert "warning: " not in with_token
+
+
+# Backing up and restoring an embedded store as deploy/README.md says (Backup and restore).
+def send_run(grpc_address: str, tool: str) -> str:
+    trace, root = new_trace_id(), new_span_id()
+    spans = (agent_span(trace, root, 0, 10), tool_span(trace, new_span_id(), root, tool, 1, 2))
+    export(grpc_address, request(*spans).SerializeToString())
+    return trace
+
+
+def runs(store: Path, count: int) -> dict[str, list[str]]:
+    """The store's runs (trace id -> tool names) once there are `count` (read by whatever holds it)."""
+    deadline = time.monotonic() + 60
+    found: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:
+        result = run_cli("trajectories", "--store", str(store), "--format", "json", "--limit", "100")
+        assert result.returncode == 0, result.stderr
+        found = {
+            r["trace_id"]: [c["name"] for c in r["tool_calls"]]
+            for r in map(json.loads, result.stdout.splitlines())
+        }
+        if len(found) >= count:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"{len(found)} of {count} runs in {store}")
+
+
+def test_a_stopped_stores_copy_restores_elsewhere(
+    tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """The copy of a stopped store holds every run; its lock file still names the old serve, yet
+    reads open the copy itself, and a serve on it stores new runs beside the old ones."""
+    store, restored = tmp_path / "store", tmp_path / "restored"
+    serve = start_serve(store)
+    processes.append(serve)
+    info = wait_ready(store, serve)
+    sent = {send_run(info["grpc"], f"tool{i}"): [f"tool{i}"] for i in range(5)}
+    assert runs(store, 5) == sent
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(60) == 0
+
+    shutil.copytree(store, restored, symlinks=True)
+    assert runs(restored, 5) == sent  # no serve: the copy is opened, not the old serve's address
+    again = start_serve(restored)
+    processes.append(again)
+    info = wait_ready(restored, again)
+    sent[send_run(info["grpc"], "after")] = ["after"]
+    assert runs(restored, 6) == sent
+    assert runs(store, 5) == {trace: tools for trace, tools in sent.items() if tools != ["after"]}
