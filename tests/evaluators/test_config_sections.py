@@ -481,3 +481,31 @@ def test_the_composition_root_hands_each_part_its_resolved_section(
     summary = live.reload()
     assert (summary.added, summary.removed) == (["kind"], ["helpful"])
     assert live.config.get("kind").options["model"] == "newer-model"
+
+
+def test_a_reload_names_the_edited_sections_it_does_not_take(
+    start_sidecar: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SIGHUP (`systemctl reload`) takes the judges sections only: an edited alert rule or drift
+    setting is named in a warning saying it waits for a restart, the judges edit is not; an
+    untouched file warns about nothing."""
+    path = tmp_path / "agenttrail.yaml"
+    rule = {"name": "spike", "kind": "failure_rate_spike", "params": {"min_runs": 10}}
+    document: dict[str, Any] = {
+        "alerts": {"channels": {"log": {"type": "log"}}, "rules": [rule]},
+        "drift": {"interval_s": 60},
+        "judge_defaults": {"model": "m"},
+    }
+    path.write_text(yaml.safe_dump(document))
+    sidecar = start_sidecar(str(path))
+    caplog.set_level("WARNING", logger="agenttrail.evaluators.config_sections")
+    sidecar.reload()
+    assert not [r for r in caplog.records if "changed since serve started" in r.getMessage()]
+    document["alerts"]["rules"][0]["params"]["min_runs"] = 20
+    document["drift"]["interval_s"] = 30
+    document["judge_defaults"]["model"] = "n"
+    path.write_text(yaml.safe_dump(document))
+    sidecar.reload()
+    (warning,) = [r.getMessage() for r in caplog.records if "changed since serve started" in r.getMessage()]
+    assert "section(s) alerts, drift changed" in warning
+    assert "next restart" in warning

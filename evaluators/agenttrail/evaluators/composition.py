@@ -82,6 +82,8 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
         config_file=config_file,
         reread=lambda: config_sections.load_judges(config_file),  # a reload reads the file again
     )
+    # After the judges' reload: a reload warns about the edited sections it does not take.
+    sidecar.on_reload.append(config_sections.restart_needed_check(config_file))
     install_alerts(sidecar, settings.alerts)
     install_export_and_report(sidecar, settings.metrics_export)
     api_judges = install_api(sidecar, evaluator.metrics, settings.judges, judge_clients)

@@ -26,8 +26,9 @@ key it reads), then a row here.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -38,6 +39,7 @@ from agenttrail.collector.config import (
     section_of,
     with_sections,
 )
+from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.settings import (
     BOOL,
     COUNT,
@@ -339,6 +341,42 @@ def _load_one(
     """Section `name` parsed from `sections` of the file, the environment over it (as `load`)."""
     environ = os.environ if environ is None else environ
     return _parse(_document(config_file), config_file, environ, sections)[name]
+
+
+log = logging.getLogger(__name__)
+
+# The sections a reload (SIGHUP, `agenttrail judges reload`) takes; the others wait for a restart.
+RELOADED_SECTIONS: Final = frozenset({"judges", "judge_defaults"})
+
+
+def restart_needed_check(config_file: str | None) -> Callable[[], list[str]]:
+    """A reload hook that reads `config_file` again and warns, naming them, about the sections
+    edited since now that a reload does not take (alerts, drift, collector...), so an edited
+    alert rule followed by `systemctl reload` does not look applied; returns those sections.
+    An unreadable file is left to the judges' reload to report."""
+    started = _document(config_file)
+
+    def check() -> list[str]:
+        try:
+            now = _document(config_file)
+        except AgentTrailError:
+            return []
+        changed = sorted(
+            name
+            for name in set(started) | set(now)
+            if name not in RELOADED_SECTIONS and started.get(name) != now.get(name)
+        )
+        if changed:
+            log.warning(
+                "%s: section(s) %s changed since serve started; a reload takes only %s, so they "
+                "take effect at the next restart",
+                config_file,
+                ", ".join(changed),
+                " and ".join(sorted(RELOADED_SECTIONS)),
+            )
+        return changed
+
+    return check
 
 
 def _document(config_file: str | None) -> dict[str, Any]:
