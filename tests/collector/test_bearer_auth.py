@@ -18,7 +18,7 @@ from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_s
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.api.v1.evaluation_pb2_grpc import EvaluationServiceStub
-from agenttrail.collector.auth import bearer_ok
+from agenttrail.collector.auth import bearer_ok, sent_token, token_ok
 
 pytestmark = pytest.mark.slow
 
@@ -63,6 +63,26 @@ def test_bearer_ok_matches_only_the_exact_header() -> None:
     for header in (*BAD, GOOD):
         assert bearer_ok(header, None)
         assert bearer_ok(header, "")
+
+
+def test_several_configured_tokens_are_each_accepted_and_the_first_is_sent() -> None:
+    """A comma-separated `bearer_token` (a rotation: new, old) accepts each of its tokens, blanks
+    around them dropped, and nothing else: not an empty token, not the list itself; clients of
+    this machine send the first. A setting of only commas accepts nothing."""
+    rotating = f"new-t0ken , {TOKEN}"
+    for given in ("new-t0ken", TOKEN):
+        assert bearer_ok(f"Bearer {given}", rotating)
+        assert token_ok(given, rotating)
+    for header in (*BAD, "Bearer new-t0ken ", f"Bearer {rotating}", "Bearer ", "bearer new-t0ken"):
+        assert not bearer_ok(header, rotating), header
+    assert not bearer_ok("Bearer ", "a, ,b")
+    assert not token_ok("", "a, ,b")
+    assert not bearer_ok("Bearer ", ",")
+    assert not token_ok("x", ",")
+    assert sent_token(rotating) == "new-t0ken"
+    assert sent_token(TOKEN) == TOKEN
+    assert sent_token(None) is None
+    assert sent_token(" , ") is None
 
 
 @pytest.fixture
@@ -151,6 +171,33 @@ def test_health_probes_answer_without_a_token(guarded: Any) -> None:
         status, _, body = get(guarded.http.address, path, None)
         assert status == 200
         assert json.loads(body)["status"] == "ok"
+
+
+def test_a_rotating_sidecar_takes_the_old_and_the_new_token_everywhere(start_sidecar: Any) -> None:
+    """With `bearer_token: new,old` the OTLP receivers (HTTP and gRPC), the read API and the
+    console take either token, so agents move to the new one without spans refused meanwhile;
+    the CLI with that setting sends the first."""
+    sidecar = start_sidecar(bearer_token=f"new-t0ken,{TOKEN}")
+    body = request(agent_span(new_trace_id(), new_span_id(), 0, 1)).SerializeToString()
+    with grpc.insecure_channel(sidecar.grpc_address) as channel:
+        export = channel.unary_unary(OTLP_EXPORT, request_serializer=None, response_deserializer=None)
+        for given in ("new-t0ken", TOKEN):
+            assert export(body, timeout=30, metadata=metadata(f"Bearer {given}")) == b""
+        with pytest.raises(grpc.RpcError) as caught:
+            export(body, timeout=30, metadata=metadata("Bearer wrong"))
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    for given, expected in (("new-t0ken", 200), (TOKEN, 200), ("wrong", 401)):
+        assert post_traces(sidecar.http.address, body, f"Bearer {given}") == expected, given
+        assert get(sidecar.http.address, "/api/v1/trajectories", f"Bearer {given}")[0] == expected, given
+        assert get(sidecar.http.address, "/console/runs", f"Bearer {given}")[0] == expected, given
+    # The CLI given the same setting sends its first token (not the list), and is served.
+    from click.testing import CliRunner
+
+    from agenttrail.evaluators.cli.main import cli
+
+    read = ["trajectories", "--server", f"http://{sidecar.http.address}", "--format", "json"]
+    result = CliRunner().invoke(cli, read, env={"AGENTTRAIL_BEARER_TOKEN": f"new-t0ken,{TOKEN}"})
+    assert result.exit_code == 0, result.output
 
 
 def test_metrics_auth_false_opens_metrics_alone(start_sidecar: Any, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from agenttrail.collector.auth import sent_token
 from agenttrail.collector.config import DEFAULT_STORE, SETTINGS, SidecarConfig, load_settings
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreLocked, StoreUnavailable
@@ -199,7 +200,7 @@ class SidecarApi:
 def running_sidecar(config: SidecarConfig, server: str | None) -> SidecarApi | None:
     """The sidecar to ask: an explicit URL, or the one holding the embedded store (None: none)."""
     if server:
-        return SidecarApi(server, config.bearer_token)
+        return SidecarApi(server, sent_token(config.bearer_token))
     try:
         location = parse_store(config.store, config.database)
         if location.path is None:
@@ -215,7 +216,7 @@ def running_sidecar(config: SidecarConfig, server: str | None) -> SidecarApi | N
         raise NoStore(f"{holder.describe()} is still starting; try again shortly")
     if holder is not None and holder.http:
         scheme = "https" if config.tls_cert else "http"
-        return SidecarApi(f"{scheme}://{holder.http}", config.bearer_token)
+        return SidecarApi(f"{scheme}://{holder.http}", sent_token(config.bearer_token))
     return None
 
 

@@ -125,7 +125,8 @@ SETTINGS: tuple[Setting, ...] = (
         "bearer_token",
         OPTIONAL_TEXT,
         None,
-        "require 'Authorization: Bearer <token>' on OTLP and API",
+        "require 'Authorization: Bearer <token>' on OTLP and API; 'new,old' accepts either while "
+        "clients move to a new token (this machine's CLI sends the first)",
         secret=True,
     ),
     Setting("tls_cert", FILE, None, "PEM certificate file for TLS on both receivers"),

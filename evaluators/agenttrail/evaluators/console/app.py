@@ -8,7 +8,6 @@ handle serialises calls anyway).
 
 from __future__ import annotations
 
-import hmac
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from agenttrail.collector.auth import token_ok
 from agenttrail.collector.durations import format_duration
 from agenttrail.collector.errors import AgentTrailError
 from agenttrail.collector.queries import QueryError, parse_time
@@ -140,7 +140,7 @@ class _TokenGate(BaseHTTPMiddleware):
             return await call_next(request)
         header = request.headers.get("authorization", "")
         given = header[7:] if header.lower().startswith("bearer ") else request.cookies.get(COOKIE, "")
-        if given and hmac.compare_digest(given.encode(), self.token.encode()):
+        if given and token_ok(given, self.token):
             return await call_next(request)
         if path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
             return JSONResponse(
@@ -200,9 +200,7 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
         target = str(form.get("next") or "")
         if not target.startswith(f"{root}/") or target.startswith("//"):
             target = f"{root}/runs"
-        if settings.bearer_token is not None and not hmac.compare_digest(
-            token.encode(), settings.bearer_token.encode()
-        ):
+        if settings.bearer_token is not None and not token_ok(token, settings.bearer_token):
             return page(request, "login.html", status_code=401, next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
