@@ -3,6 +3,7 @@
     python .ci/mutation.py ci      # auth and the spool: run by `make test` (mutation-ci)
     python .ci/mutation.py full    # also the accept path, the trajectory builder, the metrics
     python .ci/mutation.py metrics # the metrics alone (about 40 min on 2 loaded cores)
+    python .ci/mutation.py auth    # auth alone (the bearer-token checks), a few minutes
 
 mutmut (3.x) mutates each function of the listed modules one small change at a time and runs
 the tests that call it; a mutant the tests still pass "survives". Every survivor must be listed
@@ -51,11 +52,14 @@ CI = Profile(
     modules=("src/agenttrail/collector/auth.py", "src/agenttrail/collector/spool.py"),
     tests=(
         "tests/collector/test_bearer_auth.py::test_bearer_ok_matches_only_the_exact_header",
+        "tests/collector/test_bearer_auth.py::test_several_configured_tokens_are_each_accepted_and_the_first_is_sent",
         "tests/collector/test_spool.py",
     ),
 )
 PROFILES = {
     "ci": CI,
+    # auth alone, to review its survivors without the spool's long run
+    "auth": Profile(modules=CI.modules[:1], tests=CI.tests[:2]),
     # the metrics alone, to review their survivors without the whole full run
     "metrics": Profile(
         modules=("src/agenttrail/evaluators/metrics/*",),

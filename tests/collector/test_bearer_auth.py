@@ -79,6 +79,8 @@ def test_several_configured_tokens_are_each_accepted_and_the_first_is_sent() -> 
     assert not token_ok("", "a, ,b")
     assert not bearer_ok("Bearer ", ",")
     assert not token_ok("x", ",")
+    assert token_ok("anything", None)  # no token configured: everything passes, as bearer_ok
+    assert token_ok("", "")
     assert sent_token(rotating) == "new-t0ken"
     assert sent_token(TOKEN) == TOKEN
     assert sent_token(None) is None
