@@ -538,7 +538,9 @@ def run_filter_options(default_limit: int) -> Callable[[Callable[..., Any]], Cal
             show_default=True,
         ),
         click.option(
-            "--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318)."
+            "--server",
+            help="Read from a running sidecar's HTTP API at this URL (http://host:4318), "
+            "sending serve's token from AGENTTRAIL_BEARER_TOKEN.",
         ),
     ]
 

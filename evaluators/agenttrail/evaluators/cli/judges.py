@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 @click.argument("trace_id", metavar="TRACE_ID")
 @store_options
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
-@click.option("--server", help="Ask a running sidecar's HTTP API at this URL (http://host:4318).")
+@click.option(
+    "--server",
+    help="Ask a running sidecar's HTTP API at this URL (http://host:4318), "
+    "sending serve's token from AGENTTRAIL_BEARER_TOKEN.",
+)
 def audit(
     trace_id: str,
     store: str | None,
@@ -188,7 +192,11 @@ def judges() -> None:
 @judges.command("list")
 @store_options
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
-@click.option("--server", help="Ask a running sidecar's HTTP API at this URL (http://host:4318).")
+@click.option(
+    "--server",
+    help="Ask a running sidecar's HTTP API at this URL (http://host:4318), "
+    "sending serve's token from AGENTTRAIL_BEARER_TOKEN.",
+)
 def judges_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str, server: str | None
 ) -> None:
@@ -230,7 +238,11 @@ def _names(names: list[str], key: str) -> str:
 
 @judges.command("reload")
 @store_options
-@click.option("--server", help="Reload a running sidecar at this URL (http://host:4318).")
+@click.option(
+    "--server",
+    help="Reload a running sidecar at this URL (http://host:4318), "
+    "sending serve's token from AGENTTRAIL_BEARER_TOKEN.",
+)
 def judges_reload(
     store: str | None, database: str | None, config_file: str | None, server: str | None
 ) -> None:

@@ -15,7 +15,11 @@ from agenttrail.collector.errors import AgentTrailError
 
 @click.command("mcp")
 @store_options
-@click.option("--server", help="Relay to a running sidecar's HTTP API at this URL (http://host:4318).")
+@click.option(
+    "--server",
+    help="Relay to a running sidecar's HTTP API at this URL (http://host:4318), "
+    "sending serve's token from AGENTTRAIL_BEARER_TOKEN.",
+)
 def mcp_command(store: str | None, database: str | None, config_file: str | None, server: str | None) -> None:
     """Serve the MCP tools (runs, versions, drift, alerts, metrics, read-only SQL) over stdio."""
     from agenttrail.evaluators import config_sections

@@ -25,7 +25,9 @@ format_option = click.option(
     "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
 server_option = click.option(
-    "--server", help="Read from a running sidecar's HTTP API at this URL (http://host:4318)."
+    "--server",
+    help="Read from a running sidecar's HTTP API at this URL (http://host:4318), "
+    "sending serve's token from AGENTTRAIL_BEARER_TOKEN.",
 )
 
 
