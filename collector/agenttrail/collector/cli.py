@@ -469,8 +469,16 @@ def serve(config_file: str | None, **options: Any) -> None:
             "tls_cert and tls_key, or bind 127.0.0.1.",
             err=True,
         )
+    if not sidecar.wait_for_store(0):
+        click.echo(
+            f"  waiting for {sidecar.location.describe()}: spans are spooled until it answers (/readyz)",
+            err=True,
+        )
     exit_code = 0
     while not stop.wait(1.0):
+        if sidecar.store_failure is not None:  # the server answered and refused, or the wait timed out
+            sidecar.stop()
+            raise cli_error(sidecar.store_failure)
         if reload.is_set():
             reload.clear()
             log.info("SIGHUP: reloading what can change without a restart (the judges section)")
