@@ -277,7 +277,7 @@ class Sidecar:
         if wait is None:
             return "the sidecar has not opened its store (start() first)"
         return (
-            f"{wait.describe(self.location)['message']}; last error: {wait.last_error}. "
+            f"{wait.describe(self.location)['message']}; last error: {wait.last_error.rstrip('.')}. "
             "Reads work once it answers; /readyz says when"
         )
 
