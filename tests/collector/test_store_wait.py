@@ -453,9 +453,8 @@ def test_serve_waits_for_a_server_that_comes_up_later(
     server = urllib.parse.urlparse(SERVER_URL)
     database = f"agenttrail_wait_{uuid.uuid4().hex[:8]}"
     port = free_port()
-    late = server._replace(
-        netloc=server.netloc.replace(f"{server.hostname}:{server.port or 8123}", f"127.0.0.1:{port}")
-    )
+    credentials = server.netloc.rpartition("@")[0]
+    late = server._replace(netloc=f"{credentials}@127.0.0.1:{port}" if credentials else f"127.0.0.1:{port}")
     grpc_address, http_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     process = serve(
         urllib.parse.urlunparse(late), tmp_path / "spool", grpc_address, http_address, "--database", database
