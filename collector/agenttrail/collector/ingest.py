@@ -314,7 +314,8 @@ class IngestPipeline:
     # -- lifecycle -----------------------------------------------------------------------
 
     def replay(self) -> int:
-        """Store what earlier runs acknowledged but did not store. Run before `start`.
+        """Store what earlier runs acknowledged but did not store (the segments on disk when this
+        pipeline was built). Run before `start`, once a store is attached.
 
         Each segment is read, its records re-checked and re-serialised (segments written by
         older versions hold client bytes), unreadable records quarantined, then stored like a

@@ -365,7 +365,7 @@ class Sidecar:
         config = self.config
         assert self.pipeline is not None
         self.assembler = Assembler(
-            self.new_store_unchecked(),
+            self._clone_store(),
             quiet_period_s=config.quiet_period_s,
             idle_timeout_s=config.idle_timeout_s,
             max_query_memory=config.assembly_max_memory_bytes,
@@ -373,7 +373,7 @@ class Sidecar:
             max_pending_traces=config.assembly_max_pending_traces,
         )
         self.assembler.listeners.extend(self.on_assembled)
-        self.pipeline.attach(self.new_store_unchecked(), on_stored=self.assembler.notify)
+        self.pipeline.attach(self._clone_store(), on_stored=self.assembler.notify)
         self.pipeline.replay()
         self.assembler.recover()
         self.pipeline.start()
@@ -383,7 +383,7 @@ class Sidecar:
         for worker in self.workers:
             worker.start()
 
-    def new_store_unchecked(self) -> Store:
+    def _clone_store(self) -> Store:
         """A client while the store parts start (before the store counts as open)."""
         assert self.store is not None, "start() first"
         store = self.store.clone()
@@ -465,9 +465,16 @@ class Sidecar:
             return
 
     def _fail(self, exc: AgentTrailError, what: str) -> None:
+        """End the wait with `exc` (its kind kept for serve's exit code), saying `what` happened."""
         message = self.location.redact(str(exc))
-        self.store_failure = type(exc)(f"{what}: {message}" if what else message)
-        log.error("%s", self.store_failure)
+        if what:
+            message = f"{what}: {message}"
+        try:
+            failure: AgentTrailError = type(exc)(message)
+        except TypeError:  # a kind that takes more than a message
+            failure = StoreError(message)
+        self.store_failure = failure
+        log.error("%s", failure)
 
     def _start_receivers(self, config: SidecarConfig) -> None:
         from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
