@@ -16,6 +16,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -213,8 +214,8 @@ def test_serve_listens_acknowledges_and_says_what_it_waits_for(
     assert "hunter2" not in body.decode()
 
     send_runs(grpc_address, http_address, ["refund-1", "refund-2", "refund-3", "refund-4"])
-    records = sum(len(Spool.read(segment)) for segment in spool.glob("segment-*.spool"))
-    assert records == 4  # acknowledged after the spool write, so on disk now
+    records = sum(len(Spool.read(segment)) for segment in spool.rglob("segment-*.spool"))
+    assert records == 4  # acknowledged after the spool write, so on disk now (with grpc_process, in its own)
 
     for path in ("/api/v1/trajectories", "/api/v1/stats"):
         status, headers, body = get(http_address, path)
@@ -230,7 +231,9 @@ def test_serve_listens_acknowledges_and_says_what_it_waits_for(
     assert status == 200
     page = body.decode()
     assert "agenttrail_store_up 0.0" in page
-    assert 'agenttrail_ingest_accepted_spans_total{process="serve"} 12.0' in page
+    accepted = re.search(r'agenttrail_ingest_accepted_spans_total\{process="serve"\} (\d+)', page)
+    assert accepted is not None
+    assert int(accepted.group(1)) >= 6  # the HTTP runs' spans at least (gRPC's: grpc_process)
 
     until(lambda: json.loads(get(http_address, "/readyz")[2])["store_wait"]["attempts"] >= 3, what="3 tries")
     process.send_signal(signal.SIGTERM)
@@ -239,7 +242,7 @@ def test_serve_listens_acknowledges_and_says_what_it_waits_for(
     assert stderr.count("cannot reach the store at start") == 1, stderr
     assert "Traceback" not in stderr
     assert "hunter2" not in stderr
-    assert sum(len(Spool.read(segment)) for segment in spool.glob("segment-*.spool")) == 4
+    assert sum(len(Spool.read(segment)) for segment in spool.rglob("segment-*.spool")) == 4
 
 
 def test_serve_exits_at_once_when_the_server_refuses(
@@ -341,7 +344,7 @@ def test_spans_spooled_while_waiting_are_stored_once_when_the_store_opens(
         runs = store.query("SELECT TraceId FROM trajectories FINAL WHERE IsDeleted = 0")
         assert len(runs) == 4
         assert earlier_trace in {row[0] for row in runs}
-        assert sorted(path.name for path in spool.glob("segment-*.spool")) == []
+        assert sorted(path.name for path in spool.rglob("segment-*.spool")) == []
         assert get(http_address, "/readyz")[0] == 200
         assert get(http_address, "/api/v1/trajectories")[0] == 200
         assert sidecar.workers
