@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -37,6 +38,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from serve_processes import AGENTTRAIL
 
+from agenttrail.api.v1 import evaluation_pb2 as pb
+from agenttrail.api.v1.evaluation_pb2_grpc import EvaluationServiceStub
 from agenttrail.collector.config import SidecarConfig
 from agenttrail.collector.errors import StoreError, StoreUnavailable
 from agenttrail.collector.spool import Spool
@@ -302,7 +305,7 @@ def test_spans_spooled_while_waiting_are_stored_once_when_the_store_opens(
     database: str,
 ) -> None:
     """The whole sidecar started on an unreachable server: it acknowledges, tries again with
-    backoff, and when the store opens it migrates, replays what an earlier run left, starts the
+    backoff, answers reads 503 and the evaluation API UNAVAILABLE, and when the store opens it migrates, replays what an earlier run left, starts the
     writer, assembler and every worker, and stores each acknowledged span exactly once."""
     from otlp_builders import agent_span, new_span_id, new_trace_id, request
 
@@ -333,6 +336,10 @@ def test_spans_spooled_while_waiting_are_stored_once_when_the_store_opens(
         send_runs(sidecar.grpc_address, http_address, ["a", "b", "c"])
         until(lambda: tries[0] >= 3, what="three tries of the closed port")
         assert get(http_address, "/api/v1/trajectories")[0] == 503
+        with grpc.insecure_channel(sidecar.grpc_address) as channel, pytest.raises(grpc.RpcError) as caught:
+            EvaluationServiceStub(channel).ListScores(pb.ListScoresRequest(), timeout=60)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "cannot reach its store" in (caught.value.details() or "")
 
         appear.set()
         assert sidecar.wait_for_store(120)
