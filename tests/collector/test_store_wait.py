@@ -305,8 +305,9 @@ def test_spans_spooled_while_waiting_are_stored_once_when_the_store_opens(
     database: str,
 ) -> None:
     """The whole sidecar started on an unreachable server: it acknowledges, tries again with
-    backoff, answers reads 503 and the evaluation API UNAVAILABLE, and when the store opens it migrates, replays what an earlier run left, starts the
-    writer, assembler and every worker, and stores each acknowledged span exactly once."""
+    backoff, answers reads 503 and the evaluation API UNAVAILABLE, and when the store opens it
+    migrates, replays what an earlier run left, starts the writer, assembler and every worker,
+    and stores each acknowledged span exactly once."""
     from otlp_builders import agent_span, new_span_id, new_trace_id, request
 
     from agenttrail.evaluators.composition import build_sidecar

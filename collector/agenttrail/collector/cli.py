@@ -416,7 +416,8 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the sidecar: OTLP receivers, span storage, trajectory assembly, with (in `agenttrail`)
     online scoring, judges, drift, alerts, and on the HTTP port /metrics, the web console
-    (/console/) and MCP (/mcp/). Prints its addresses once it listens."""
+    (/console/) and MCP (/mcp/). Prints its addresses once it listens. A ClickHouse server that
+    does not answer yet is waited for while spans are spooled (store_startup_timeout_s)."""
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
     from agenttrail.collector.allocators import configure_python_allocator
 
