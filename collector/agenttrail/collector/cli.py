@@ -417,7 +417,8 @@ def _setting_options(function: Callable[..., Any]) -> Callable[..., Any]:
 def serve(config_file: str | None, **options: Any) -> None:
     """Run the sidecar: OTLP receivers, span storage, trajectory assembly, with (in `agenttrail`)
     online scoring, judges, drift, alerts, and on the HTTP port /metrics, the web console
-    (/console/) and MCP (/mcp/). Prints its addresses once it listens."""
+    (/console/) and MCP (/mcp/). Prints its addresses once it listens. A ClickHouse server that
+    does not answer yet is waited for while spans are spooled (store_startup_timeout_s)."""
     config = config_from(options, config_file)  # the sections' parsers run as the sidecar is built
     from agenttrail.collector.allocators import configure_python_allocator
 
@@ -470,8 +471,16 @@ def serve(config_file: str | None, **options: Any) -> None:
             "tls_cert and tls_key, or bind 127.0.0.1.",
             err=True,
         )
+    if not sidecar.wait_for_store(0):
+        click.echo(
+            f"  waiting for {sidecar.location.describe()}: spans are spooled until it answers (/readyz)",
+            err=True,
+        )
     exit_code = 0
     while not stop.wait(1.0):
+        if sidecar.store_failure is not None:  # the server answered and refused, or the wait timed out
+            sidecar.stop()
+            raise cli_error(sidecar.store_failure)
         if reload.is_set():
             reload.clear()
             log.info("SIGHUP: reloading what can change without a restart (the judges section)")

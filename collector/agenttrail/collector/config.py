@@ -48,6 +48,13 @@ DEFAULT_STORE = "./agenttrail-data"
 SETTINGS: tuple[Setting, ...] = (
     Setting("store", TEXT, DEFAULT_STORE, "embedded store directory, or http(s)://user:pass@host:8123/db"),
     Setting("database", TEXT, "agenttrail", "ClickHouse database"),
+    Setting(
+        "store_startup_timeout_s",
+        SECONDS,
+        0.0,
+        "seconds serve waits for a ClickHouse server it cannot reach at start, spooling meanwhile, "
+        "before it exits (0: for ever; an embedded store is never waited for)",
+    ),
     Setting("grpc", ADDRESS, "127.0.0.1:4317", "OTLP/gRPC listen address"),
     Setting("http", ADDRESS, "127.0.0.1:4318", "OTLP/HTTP and read-API listen address"),
     Setting("spool_dir", DIRECTORY, None, "spool directory (default: <store>/spool, or ./agenttrail-spool)"),
@@ -200,6 +207,7 @@ _BY_NAME = {setting.name: setting for setting in SETTINGS}
 class SidecarConfig:
     store: str = DEFAULT_STORE
     database: str = "agenttrail"
+    store_startup_timeout_s: float = 0.0  # wait for ever: /readyz shows the wait
     grpc: str = "127.0.0.1:4317"
     http: str = "127.0.0.1:4318"
     spool_dir: str | None = None

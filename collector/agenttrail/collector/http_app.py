@@ -33,7 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp
 
 from agenttrail.collector.auth import bearer_ok
-from agenttrail.collector.errors import AgentTrailError, OverloadedError
+from agenttrail.collector.errors import AgentTrailError, OverloadedError, StoreUnavailable
 from agenttrail.collector.inflight import RETRY_AFTER_S, InFlightBytes
 from agenttrail.collector.ingest import IngestPipeline
 from agenttrail.collector.otlp_decode import FORMAT_JSON, FORMAT_PROTOBUF, OtlpDecodeError
@@ -285,6 +285,8 @@ class HttpApp:
             lines = await run_in_threadpool(
                 lambda: [json.dumps(item, ensure_ascii=False) for item in route(params)]
             )
+        except StoreUnavailable as exc:  # serve waits for its server, or an outage
+            return status_response(503, str(exc), JSON, {"Retry-After": str(STORE_RETRY_AFTER_S)})
         except (AgentTrailError, ValueError) as exc:
             return status_response(400, str(exc), JSON)
         except Exception as exc:
@@ -303,3 +305,26 @@ class HttpApp:
 
 
 _CLOSE = {"Connection": "close"}
+# Retry-After of a read while the store cannot be reached.
+STORE_RETRY_AFTER_S = 5
+
+
+def unavailable_while(app: ASGIApp, why_not: Callable[[], str | None]) -> ASGIApp:
+    """`app` (a mounted one: console, MCP, write endpoints), answering its HTTP requests with 503
+    and `why_not()` while that is not None (serve waits for its store) instead of failing inside
+    on a store it cannot have. Plain text to a browser, JSON `{"message": ...}` to the rest."""
+
+    async def gated(scope: Any, receive: Any, send: Any) -> None:
+        why = why_not() if scope["type"] == "http" else None
+        if why is None:
+            await app(scope, receive, send)
+            return
+        accept = dict(scope.get("headers") or []).get(b"accept", b"")
+        if b"text/html" in accept:
+            response = Response(why + "\n", 503, {"Retry-After": str(STORE_RETRY_AFTER_S)}, "text/plain")
+        else:
+            body = json.dumps({"message": why}).encode()
+            response = Response(body, 503, {"Retry-After": str(STORE_RETRY_AFTER_S)}, JSON)
+        await response(scope, receive, send)
+
+    return gated

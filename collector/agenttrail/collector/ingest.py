@@ -98,7 +98,7 @@ READ_BLOCK_BYTES = 2 * 1024 * 1024
 class IngestPipeline:
     def __init__(
         self,
-        store: Store,
+        store: Store | None,
         spool_dir: Path,
         *,
         batch_max_rows: int = BATCH_MAX_SPANS,
@@ -114,6 +114,7 @@ class IngestPipeline:
         slots: int = INGEST_SLOTS,
     ) -> None:
         self._store = store
+        self._clickhouse_decoding_wanted = clickhouse_decoding
         self._slots = IngestSlots(slots, max_wait_s)
         self.limits = limits or SpanLimits()
         # The clock window bounds the day partitions one insert touches; ClickHouse's default
@@ -125,17 +126,20 @@ class IngestPipeline:
         # ClickHouse reads a segment in blocks of a few MiB of protobuf and writes a part each
         # time insert_block_rows spans have gathered: left to its defaults it squashes the whole
         # segment into one part, and one insert of 20,000 spans then needed 262 MiB (8,192: 95).
-        blocks: dict[str, str | int] = {
+        self._blocks: dict[str, str | int] = {
             "input_format_max_block_size_bytes": READ_BLOCK_BYTES,
             "min_insert_block_size_rows": insert_block_rows,
         }
-        self._format_settings = {**format_settings(store.location), **partitions, **blocks}
+        self._format_settings: dict[str, str | int] = {}
         self._spool = Spool(spool_dir, fsync=spool_fsync)
+        # What earlier runs left, taken before this run spools anything: replay() stores these
+        # and only these, so a segment this run opened or sealed (the receivers may acknowledge
+        # before the store is attached) is never stored by replay and again by the writer.
+        self._earlier_segments = self._spool.segments()
         self._gate = SpoolGate(self._spool, max_queue_rows)
         self.quarantine = Quarantine(spool_dir)
         self._refused_tries = refused_tries
-        # Whether ClickHouse decodes spool segments: asked for, and the store can.
-        self.clickhouse_decoding = clickhouse_decoding and self._store_can_decode()
+        self.clickhouse_decoding = False  # whether ClickHouse decodes spool segments: attach()
         self._batch_max_rows = batch_max_rows
         self._flush_interval_s = flush_interval_s
         self._on_stored = on_stored
@@ -160,6 +164,34 @@ class IngestPipeline:
         self._last_arrival = 0.0
         self._thread: threading.Thread | None = None
         self.counters = IngestCounters()
+        if store is None:  # acknowledged into the spool only, until attach()
+            self._store_down = True
+            self._store_error = "the store is not open yet"
+        else:
+            self.attach(store)
+
+    def attach(self, store: Store, on_stored: ArrivalListener | None = None) -> None:
+        """Give a pipeline built without a store (serve waiting for its ClickHouse server) the
+        store it writes to, and `on_stored` if given; then replay() and start() as usual."""
+        self._store = store
+        if on_stored is not None:
+            self._on_stored = on_stored
+        self._format_settings = {**format_settings(store.location), **self._insert_settings, **self._blocks}
+        # Whether ClickHouse decodes spool segments: asked for, and the store can.
+        self.clickhouse_decoding = self._clickhouse_decoding_wanted and self._store_can_decode()
+        with self._cond:
+            self._store_down = False
+            self._store_error = ""
+
+    @property
+    def _attached(self) -> Store:
+        assert self._store is not None, "attach() a store first"
+        return self._store
+
+    def waiting_for_store(self, why: str) -> None:
+        """Say why no store is attached yet (readiness shows it while the store is down)."""
+        if self._store is None:
+            self._store_error = why[:500]
 
     # -- receiver side -------------------------------------------------------------------
 
@@ -282,16 +314,20 @@ class IngestPipeline:
     # -- lifecycle -----------------------------------------------------------------------
 
     def replay(self) -> int:
-        """Store what earlier runs acknowledged but did not store. Run before `start`.
+        """Store what earlier runs acknowledged but did not store (the segments on disk when this
+        pipeline was built). Run before `start`, once a store is attached.
 
         Each segment is read, its records re-checked and re-serialised (segments written by
         older versions hold client bytes), unreadable records quarantined, then stored like a
         live batch. Raises StoreUnavailable when the store cannot be reached.
         """
         replayed = 0
-        for segment in self._spool.segments():
-            self._store_leftover(segment)
-            replayed += 1
+        while self._earlier_segments:
+            segment = self._earlier_segments[0]
+            if segment.exists():  # else stored by an earlier replay() that the store broke off
+                self._store_leftover(segment)
+                replayed += 1
+            self._earlier_segments.pop(0)
         self.counters.replayed_segments += replayed
         if replayed:
             log.info("replayed %d spool segment(s) left by an earlier run", replayed)
@@ -528,7 +564,7 @@ class IngestPipeline:
                 "%s cannot decode OTLP protobuf (%s); spans will be rendered in Python, which is "
                 "several times slower. A ClickHouse release with the format_schema_source setting "
                 "decodes them itself.",
-                self._store.location.describe(),
+                self._attached.location.describe(),
                 str(exc)[:300],
             )
             return False
@@ -537,7 +573,7 @@ class IngestPipeline:
         return True
 
     def _insert_decoded_by_clickhouse(self, segment: Path, token: str | None) -> None:
-        self._store.insert_select_file(
+        self._attached.insert_select_file(
             "otel_traces",
             OTEL_TRACES_COLUMNS,
             span_rows_select,
@@ -567,7 +603,7 @@ class IngestPipeline:
             except OtlpDecodeError as exc:
                 raise StoreRefused(f"a record of spool segment {segment.name} is undecodable: {exc}") from exc
         if rows:
-            self._store.insert_rows(
+            self._attached.insert_rows(
                 "otel_traces", OTEL_TRACES_COLUMNS, rows, dedup_token=token, settings=self._insert_settings
             )
 
@@ -582,7 +618,7 @@ class IngestPipeline:
         arrived_at = max(time.time(), self._last_arrival + 1e-6)
         self._last_arrival = arrived_at
         stamp = f"{arrived_at:.6f}"
-        self._store.insert(
+        self._attached.insert(
             "trace_arrivals",
             [ArrivalRow(trace_id, stamp, int(has_agent)) for trace_id, has_agent in batch.traces.items()],
             dedup_token=f"{token}:arrivals" if token else None,

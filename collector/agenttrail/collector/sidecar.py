@@ -3,6 +3,13 @@
 On the embedded store, the sidecar holds an exclusive lock file in the store directory that
 names its pid and addresses: a second `serve` on the same directory stops with a message
 naming the holder, and read commands find the running sidecar's HTTP API through it.
+
+A ClickHouse server that cannot be reached at start (in Kubernetes it often comes up after the
+sidecar) does not stop the start: the receivers listen and acknowledge into the spool, readiness
+says what serve waits for, and a thread tries the server again with capped backoff; once it
+answers, the store parts start as a normal start would (migrations, replay, writer, assembler,
+workers). A server that answers and refuses (password, rights, a migration) ends the wait:
+`store_failure`, which `serve` exits with. The embedded store is local and is never waited for.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import random
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -20,7 +29,7 @@ import grpc
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.canonical import SpanLimits
 from agenttrail.collector.config import SidecarConfig
-from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreError
+from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreError, StoreUnavailable
 from agenttrail.collector.grpc_process import RECEIVER_SPOOL, GrpcReceiverProcess, adopt_leftovers
 from agenttrail.collector.grpc_receiver import GrpcReceiver
 from agenttrail.collector.inflight import InFlightBytes
@@ -39,6 +48,46 @@ log = logging.getLogger(__name__)
 
 # How long stop() waits for the assembler's chunk in hand before closing the stores.
 ASSEMBLER_STOP_WAIT_S = 30.0
+# Waits between tries of a ClickHouse server unreachable at start: doubling from the first to the
+# longest (a server that comes up is found within half a minute; a fleet of sidecars waiting
+# for one server asks it about twice a minute each), each spread by +-20% so they do not ask at once.
+STORE_RETRY_FIRST_S = 1.0
+STORE_RETRY_MAX_S = 30.0
+# How long stop() waits for a store start in progress (a connect, migrations) to end.
+STORE_CONNECT_STOP_WAIT_S = 60.0
+
+
+@dataclasses.dataclass(slots=True)
+class StoreWait:
+    """serve's wait for a ClickHouse server it could not reach at start."""
+
+    started_at: float  # monotonic
+    timeout_s: float  # 0: wait for ever
+    attempts: int = 1
+    last_error: str = ""
+    next_attempt_at: float = 0.0  # monotonic
+
+    def describe(self, location: StoreLocation) -> dict[str, Any]:
+        """The readiness detail: what serve waits for and what it does meanwhile."""
+        now = time.monotonic()
+        waited = now - self.started_at
+        message = (
+            f"serve cannot reach its store, {location.describe()} (database {location.database}), and "
+            f"is retrying (attempt {self.attempts}, {waited:.0f} s so far"
+            + (f", giving up after {self.timeout_s:g} s" if self.timeout_s else "")
+            + "): spans are acknowledged into the spool and stored once it answers"
+        )
+        return {
+            "state": "retrying",
+            "message": message,
+            "url": location.public_url(),
+            "database": location.database,
+            "attempts": self.attempts,
+            "waiting_s": round(waited, 1),
+            "next_attempt_in_s": round(max(0.0, self.next_attempt_at - now), 1),
+            "timeout_s": self.timeout_s or None,
+            "last_error": self.last_error,
+        }
 
 
 def ensure_writable(directory: Path, what: str, option: str) -> None:
@@ -135,6 +184,23 @@ class Sidecar:
         # raises AgentTrailError to refuse, keeping what it had in force.
         self.on_reload: list[Callable[[], Any]] = []
         self._stores: list[Store] = []
+        # How the store is opened (a seam for tests that need a store to appear late); each call
+        # a new client, raising StoreUnavailable while the server cannot be reached.
+        self.store_opener: Callable[[], Store] = lambda: Store(self.location, engine_nice=config.engine_nice)
+        # Set when the store parts run (writer, assembler, workers): liveness watches them then.
+        self._storage_started = False
+        self._store_wait: StoreWait | None = None
+        self._connector: threading.Thread | None = None
+        self._connect_stop = threading.Event()
+        self._store_open = threading.Event()
+        self._transition = threading.Lock()  # one store start at a time, and stop() after it
+        # Why the wait for the store ended without one (refused, timed out): `serve` exits with it.
+        self.store_failure: AgentTrailError | None = None
+        trajectories_store = self._lazy_store()
+        self.add_read_route(
+            "/api/v1/trajectories",
+            lambda params: query_trajectories(trajectories_store(), TrajectoryFilter.from_params(params)),
+        )
 
     def spool_dir(self) -> Path:
         if self.config.spool_dir:
@@ -168,6 +234,9 @@ class Sidecar:
         the configured token is `self.config.bearer_token` (None when auth is off); check it with
         `agenttrail.collector.auth.bearer_ok(request.headers.get("authorization"), token)`.
         """
+        from agenttrail.collector.http_app import unavailable_while
+
+        app = unavailable_while(app, self.store_not_open)  # a clear 503 while serve waits for it
         self._mounts.append((prefix, app))
         if announce is not None:
             self.announced.append((announce, prefix + "/"))  # the app's root (the bare prefix redirects)
@@ -179,11 +248,46 @@ class Sidecar:
         self._grpc_handlers.append(handler)
 
     def new_store(self) -> Store:
-        """Another client to the store, for a thread of its own."""
-        assert self.store is not None, "start() first"
+        """Another client to the store, for a thread of its own; StoreUnavailable while serve
+        waits for its server (read routes answer 503 with the message)."""
+        why = self.store_not_open()
+        if why is not None:
+            raise StoreUnavailable(why)
+        assert self.store is not None
         store = self.store.clone()
         self._stores.append(store)
         return store
+
+    def _lazy_store(self) -> Callable[[], Store]:
+        """A client of its own for a read route, opened on its first request."""
+        opened: list[Store] = []
+
+        def get() -> Store:
+            if not opened:
+                opened.append(self.new_store())
+            return opened[0]
+
+        return get
+
+    def store_not_open(self) -> str | None:
+        """Why there is no store to read yet (serve waits for its server), or None."""
+        if self._store_open.is_set():
+            return None
+        wait = self._store_wait
+        if wait is None:
+            return "the sidecar has not opened its store (start() first)"
+        return (
+            f"{wait.describe(self.location)['message']}; last error: {wait.last_error.rstrip('.')}. "
+            "Reads work once it answers; /readyz says when"
+        )
+
+    def store_up(self) -> bool:
+        """Whether the store is open and answered the writer's last statement (`/metrics`)."""
+        return self._store_open.is_set() and self.pipeline is not None and not self.pipeline.store_down
+
+    def wait_for_store(self, timeout_s: float) -> bool:
+        """Wait until the store parts run (at once unless start() is waiting for the server)."""
+        return self._store_open.wait(timeout_s)
 
     def start(self) -> None:
         config = self.config
@@ -205,32 +309,10 @@ class Sidecar:
             raise
 
     def _start(self, config: SidecarConfig) -> None:
-        from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
-
-        # Only ClickHouse's threads step aside, never a Python thread that may hold the GIL
-        # (docs/performance.md, branch ack18): the receivers never query the store.
-        self.store = Store(self.location, engine_nice=config.engine_nice)
-        _log_engine_allocator(
-            self.store, config.engine_dirty_decay_ms, config.engine_oversize_threshold_bytes
-        )
-        migrate(self.store, self.migrations)
-        apply_retention(
-            self.store,
-            Retention(
-                config.retention_spans_days, config.retention_trajectories_days, config.retention_scores_days
-            ),
-        )
-        self.assembler = Assembler(
-            self.new_store(),
-            quiet_period_s=config.quiet_period_s,
-            idle_timeout_s=config.idle_timeout_s,
-            max_query_memory=config.assembly_max_memory_bytes,
-            max_traces_per_query=config.assembly_max_traces,
-            max_pending_traces=config.assembly_max_pending_traces,
-        )
-        self.assembler.listeners.extend(self.on_assembled)
+        adopt_leftovers(self.spool_dir())  # an earlier run's receiver process left them
+        # Built before the store: it acknowledges into the spool whether or not a server answers.
         self.pipeline = IngestPipeline(
-            self.new_store(),
+            None,
             self.spool_dir(),
             batch_max_rows=config.batch_max_spans,
             insert_block_rows=config.insert_block_spans,
@@ -238,19 +320,166 @@ class Sidecar:
             max_queue_rows=config.max_queue_spans,
             max_wait_s=config.ingest_max_wait_s,
             spool_fsync=config.spool_fsync,
-            on_stored=self.assembler.notify,
             limits=SpanLimits(max_age_days=config.span_max_age_days, max_future_s=config.span_max_future_s),
         )
-        adopt_leftovers(self.spool_dir())  # an earlier run's receiver process left them
+        try:
+            self._open_store()
+        except StoreUnavailable as exc:
+            if self.location.embedded:  # local: nothing will come up by waiting
+                raise
+            self._begin_store_wait(exc)
+        else:
+            self._start_storage()
+        self._start_receivers(config)
+        if self._store_wait is not None:
+            self._connector = threading.Thread(
+                target=self._connect_loop, name="agenttrail-store-connect", daemon=True
+            )
+            self._connector.start()
+
+    def _open_store(self) -> None:
+        """Open the store, migrate it and apply retention; raises StoreUnavailable while the
+        server cannot be reached, another StoreError when it answers and refuses."""
+        config = self.config
+        # Only ClickHouse's threads step aside, never a Python thread that may hold the GIL
+        # (docs/performance.md, branch ack18): the receivers never query the store.
+        store = self.store_opener()
+        try:
+            _log_engine_allocator(store, config.engine_dirty_decay_ms, config.engine_oversize_threshold_bytes)
+            migrate(store, self.migrations)
+            apply_retention(
+                store,
+                Retention(
+                    config.retention_spans_days,
+                    config.retention_trajectories_days,
+                    config.retention_scores_days,
+                ),
+            )
+        except BaseException:
+            store.close()
+            raise
+        self.store = store
+
+    def _start_storage(self) -> None:
+        """What runs on the store, in order: assembler, spool replay, writer, workers."""
+        config = self.config
+        assert self.pipeline is not None
+        self.assembler = Assembler(
+            self._clone_store(),
+            quiet_period_s=config.quiet_period_s,
+            idle_timeout_s=config.idle_timeout_s,
+            max_query_memory=config.assembly_max_memory_bytes,
+            max_traces_per_query=config.assembly_max_traces,
+            max_pending_traces=config.assembly_max_pending_traces,
+        )
+        self.assembler.listeners.extend(self.on_assembled)
+        self.pipeline.attach(self._clone_store(), on_stored=self.assembler.notify)
         self.pipeline.replay()
         self.assembler.recover()
         self.pipeline.start()
         self.assembler.start()
-        read_store = self.new_store()
-        self.add_read_route(
-            "/api/v1/trajectories",
-            lambda params: query_trajectories(read_store, TrajectoryFilter.from_params(params)),
+        self._store_open.set()  # workers and read routes may open clients from here
+        self._storage_started = True
+        for worker in self.workers:
+            worker.start()
+
+    def _clone_store(self) -> Store:
+        """A client while the store parts start (before the store counts as open)."""
+        assert self.store is not None, "start() first"
+        store = self.store.clone()
+        self._stores.append(store)
+        return store
+
+    def _begin_store_wait(self, exc: StoreUnavailable) -> None:
+        timeout_s = self.config.store_startup_timeout_s
+        self._store_wait = StoreWait(
+            started_at=time.monotonic(),
+            timeout_s=timeout_s,
+            last_error=self.location.redact(str(exc)),
+            next_attempt_at=time.monotonic() + STORE_RETRY_FIRST_S,
         )
+        assert self.pipeline is not None
+        self.pipeline.waiting_for_store(self._store_wait.last_error)
+        log.warning(
+            "cannot reach the store at start (%s); serve starts without it: the receivers acknowledge "
+            "into the spool and serve tries again with backoff (at most every %.0f s%s) until it "
+            "answers. /readyz reports the wait",
+            self._store_wait.last_error,
+            STORE_RETRY_MAX_S,
+            f", for {timeout_s:g} s (store_startup_timeout_s)" if timeout_s else "",
+        )
+
+    def _connect_loop(self) -> None:
+        """Try the server until it answers, then start the store parts; or record why not."""
+        wait = self._store_wait
+        assert wait is not None
+        delay = STORE_RETRY_FIRST_S
+        while not self._connect_stop.wait(max(0.0, wait.next_attempt_at - time.monotonic())):
+            wait.attempts += 1
+            try:
+                with self._transition:
+                    if self._connect_stop.is_set():
+                        return
+                    self._open_store()
+                    self._start_storage()
+            except StoreUnavailable as exc:
+                if self._storage_started or self.store is not None:
+                    # Lost again between the migrations and the writer's start: exit, and a
+                    # restart waits again (the spool keeps what was acknowledged).
+                    self._fail(exc, "lost the store while starting on it")
+                    return
+                wait.last_error = self.location.redact(str(exc))
+                assert self.pipeline is not None
+                self.pipeline.waiting_for_store(wait.last_error)
+                log.debug("store still unreachable (attempt %d): %s", wait.attempts, wait.last_error)
+                waited = time.monotonic() - wait.started_at
+                if wait.timeout_s and waited >= wait.timeout_s:
+                    self._fail(
+                        StoreUnavailable(
+                            f"gave up waiting for the store after {waited:.0f} s and {wait.attempts} "
+                            f"attempts (store_startup_timeout_s {wait.timeout_s:g}): {wait.last_error}"
+                        ),
+                        "",
+                    )
+                    return
+                delay = min(delay * 2, STORE_RETRY_MAX_S)
+                pause = delay * random.uniform(0.8, 1.2)
+                if wait.timeout_s:  # one last try at the deadline
+                    pause = min(pause, max(0.0, wait.started_at + wait.timeout_s - time.monotonic()))
+                wait.next_attempt_at = time.monotonic() + pause
+                continue
+            except AgentTrailError as exc:
+                self._fail(exc, "the store answered and refused")
+                return
+            except Exception as exc:  # a bug must end serve, not leave it waiting for ever
+                log.exception("starting on the store failed unexpectedly")
+                self._fail(StoreError(f"starting on the store failed unexpectedly: {exc}"), "")
+                return
+            log.info(
+                "reached the store, %s, after %d attempts and %.0f s: migrations applied, the writer "
+                "stores what was spooled meanwhile",
+                self.location.describe(),
+                wait.attempts,
+                time.monotonic() - wait.started_at,
+            )
+            return
+
+    def _fail(self, exc: AgentTrailError, what: str) -> None:
+        """End the wait with `exc` (its kind kept for serve's exit code), saying `what` happened."""
+        message = self.location.redact(str(exc))
+        if what:
+            message = f"{what}: {message}"
+        try:
+            failure: AgentTrailError = type(exc)(message)
+        except TypeError:  # a kind that takes more than a message
+            failure = StoreError(message)
+        self.store_failure = failure
+        log.error("%s", failure)
+
+    def _start_receivers(self, config: SidecarConfig) -> None:
+        from agenttrail.collector.http_receiver import HttpReceiver, ServerLimits
+
+        assert self.pipeline is not None
         cert = Path(config.tls_cert).read_bytes() if config.tls_cert else None
         # One in-flight byte budget for both receivers: memory stays bounded under overload.
         limiter = InFlightBytes(config.max_inflight_bytes)
@@ -291,8 +520,6 @@ class Sidecar:
         )
         for prefix, app in self._mounts:
             self.http.mount(prefix, app)
-        for worker in self.workers:
-            worker.start()
         if self.grpc is not None:
             self.grpc.start()  # before the receiver process: it forwards to this port
         if self.grpc_process is not None:
@@ -390,6 +617,11 @@ class Sidecar:
             }
             if stats.get("disk_error"):
                 ready = False  # it cannot write its spool: gRPC clients get UNAVAILABLE
+        wait = self._store_wait
+        if wait is not None and not self._store_open.is_set():
+            detail["store"] = "unreachable"
+            detail["store_wait"] = wait.describe(self.location)
+            return False, detail  # the evaluators' details read the store: not before it opens
         for key, describe in self.health_details.items():
             detail[key] = describe()
         return not dead and not store_down and ready, detail
@@ -425,13 +657,16 @@ class Sidecar:
         return done
 
     def dead_workers(self) -> list[str]:
-        dead = [
-            name
-            for name, part in (("writer", self.pipeline), ("assembler", self.assembler), ("http", self.http))
-            if part and not part.alive()
-        ]
+        """What should run and does not; the store parts only once they started (serve may be
+        waiting for its server)."""
+        parts: list[tuple[str, Any]] = [("http", self.http)]
+        if self._storage_started:
+            parts += [("writer", self.pipeline), ("assembler", self.assembler)]
+        dead = [name for name, part in parts if part and not part.alive()]
         if self.grpc_process is not None and not self.grpc_process.alive():
             dead.append(self.grpc_process.name)
+        if not self._storage_started:
+            return dead
         return dead + [worker.name for worker in self.workers if not worker.alive()]
 
     def wait_until_assembled(self, timeout_s: float = 60.0) -> bool:
@@ -454,6 +689,10 @@ class Sidecar:
 
     def stop(self) -> None:
         """Stop accepting, store what was accepted, stop workers; safe to call twice."""
+        self._connect_stop.set()
+        if self._connector is not None:
+            self._connector.join(STORE_CONNECT_STOP_WAIT_S)  # a connect or migration in hand
+            self._connector = None
         if self.grpc_process is not None:
             self.grpc_process.stop()  # hands over what it spooled before the writer stops
             self.grpc_process = None

@@ -179,8 +179,19 @@ class StoreLocation:
     def describe(self) -> str:
         if self.path is not None:
             return f"embedded store {self.path}"
+        return f"ClickHouse {self.public_url()}"
+
+    def public_url(self) -> str:
+        """The URL without credentials, path or query: what logs and health checks may show."""
+        if self.path is not None:
+            return self.url
         parsed = urlparse(self.url)
-        return f"ClickHouse {parsed.scheme}://{parsed.hostname}:{parsed.port or 8123}"
+        return f"{parsed.scheme}://{parsed.hostname}:{parsed.port or 8123}"
+
+    def redact(self, text: str) -> str:
+        """`text` with the URL's password, if any, replaced (a driver's message may quote it)."""
+        password = urlparse(self.url).password if self.path is None else None
+        return text.replace(password, "***") if password else text
 
 
 def parse_store(value: str, database: str | None = None) -> StoreLocation:
@@ -261,6 +272,9 @@ _DATA_ERROR_CODES = frozenset(
 _ERROR_CODE = re.compile(r"Code: (\d+)")
 _MEMORY_LIMIT_EXCEEDED = 241
 _SOCKET_ERROR = re.compile(r"(\[Errno -?\d+\] [^\"')]+|timed out)")
+# What a proxy or load balancer in front of ClickHouse answers while no server is behind it
+# (clickhouse-connect's text for an HTTP error that carries no ClickHouse error code).
+_GATEWAY_STATUS = re.compile(r"received HTTP status (502|503|504)\b")
 
 
 def _translate(exc: Exception, location: StoreLocation) -> StoreError:
@@ -279,6 +293,12 @@ def _translate(exc: Exception, location: StoreLocation) -> StoreError:
         )
     message = f"{location.describe()} failed: {text.splitlines()[0][:500]}"
     codes = {int(code) for code in _ERROR_CODE.findall(text)}
+    gateway = _GATEWAY_STATUS.search(text)
+    if gateway and not codes:
+        return StoreUnavailable(
+            f"cannot reach {location.describe()}: HTTP status {gateway.group(1)} from a proxy in front of "
+            "it, no ClickHouse behind it. Check that ClickHouse is running."
+        )
     if _MEMORY_LIMIT_EXCEEDED in codes:
         return StoreOutOfMemory(message)
     if codes and codes <= _DATA_ERROR_CODES:

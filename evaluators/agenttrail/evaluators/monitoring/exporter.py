@@ -18,6 +18,7 @@ use the latest revision; the exports are a live stream, not the record.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -128,6 +129,7 @@ class MetricsFeed(BackgroundLoop):
         settle_s: float = 5.0,
         batch_size: int = 5000,
         started_us: int | None = None,
+        make_waiting_metrics: Callable[[], AgentMetrics] | None = None,
     ) -> None:
         super().__init__(
             what="metrics export", thread_name="agenttrail-metrics", poll_interval_s=poll_interval_s
@@ -149,9 +151,15 @@ class MetricsFeed(BackgroundLoop):
         self.scores_seen = 0
         self.failures = 0
         self.last_error = ""
+        self._make_waiting_metrics = make_waiting_metrics
+        self._waiting_metrics: AgentMetrics | None = None
+        self._waiting_lock = threading.Lock()
 
     def start(self) -> None:
         """Build the providers now (not at install: a sidecar that fails to start leaves no threads)."""
+        with self._waiting_lock:
+            if self._waiting_metrics is not None:
+                self._waiting_metrics.shutdown()
         self.metrics = self._make_metrics()
         self.events = self._make_events() if self._make_events else None
         super().start()
@@ -168,9 +176,17 @@ class MetricsFeed(BackgroundLoop):
         self.last_error = message
 
     def prometheus_page(self, params: dict[str, str]) -> tuple[str, bytes]:
-        if self.metrics is None:
-            raise ValueError("metrics export is not running yet")
-        return self.metrics.prometheus_page(params)
+        """`/metrics`; before the feed starts (serve waits for its store) the receivers' counters
+        and `agenttrail_store_up` only, from instruments of their own with no OTLP push."""
+        metrics = self.metrics
+        if metrics is None:
+            if self._make_waiting_metrics is None:
+                raise ValueError("metrics export is not running yet")
+            with self._waiting_lock:
+                if self._waiting_metrics is None:
+                    self._waiting_metrics = self._make_waiting_metrics()
+                metrics = self._waiting_metrics
+        return metrics.prometheus_page(params)
 
     @property
     def store(self) -> Store:
@@ -302,16 +318,25 @@ def signal_url(endpoint: str, signal: str) -> str:
 
 
 def build_feed(
-    store_factory: Callable[[], Store], config: MetricsExportConfig, ingest: IngestCounters | None = None
+    store_factory: Callable[[], Store],
+    config: MetricsExportConfig,
+    ingest: IngestCounters | None = None,
+    store_up: Callable[[], bool] | None = None,
 ) -> MetricsFeed:
     """The feed with the readers and exporters the config asks for; `ingest` (the sidecar's
-    receiver counters) observed with the instruments."""
+    receiver counters) and `store_up` observed with the instruments."""
     otlp = config.otlp_endpoint is not None
 
     def make_metrics() -> AgentMetrics:
         return AgentMetrics(
-            config, otlp_exporter=otlp_metric_exporter(config) if otlp else None, ingest=ingest
+            config,
+            otlp_exporter=otlp_metric_exporter(config) if otlp else None,
+            ingest=ingest,
+            store_up=store_up,
         )
+
+    def make_waiting_metrics() -> AgentMetrics:
+        return AgentMetrics(config, ingest=ingest, store_up=store_up)
 
     def make_events() -> EvaluationEvents:
         return EvaluationEvents(otlp_log_exporter(config))
@@ -322,6 +347,7 @@ def build_feed(
         make_events if otlp and config.evaluation_events else None,
         poll_interval_s=config.interval_s,
         settle_s=config.settle_s,
+        make_waiting_metrics=make_waiting_metrics if config.prometheus else None,
     )
 
 
@@ -329,7 +355,7 @@ def install_metrics_export(sidecar: Sidecar, config: MetricsExportConfig) -> Met
     """Add the metrics feed and, if `config` enables it, `GET /metrics` to a sidecar before it starts."""
     if not config.enabled:
         return None
-    feed = build_feed(sidecar.new_store, config, sidecar.ingest_counters)
+    feed = build_feed(sidecar.new_store, config, sidecar.ingest_counters, sidecar.store_up)
     sidecar.add_worker(feed)
     if config.prometheus:
         sidecar.add_page_route("/metrics", feed.prometheus_page, announce="Prometheus metrics")

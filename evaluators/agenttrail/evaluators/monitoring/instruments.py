@@ -15,12 +15,15 @@ Prometheus translation adds the suffixes:
 | `evaluation.results` counter | `agenttrail_evaluation_results_total` | + label (pass/fail/..) |
 | `metrics.label_values.dropped` | `agenttrail_metrics_label_values_dropped_total` | label |
 | `ingest.<counter>` (observed) | `agenttrail_ingest_<counter>_total` | process |
+| `store.up` (observed) | `agenttrail_store_up` | |
 
 The ingest counters are the receivers' (what `/healthz` shows), read at each collection, with
 `process` serve or grpc_receiver: `accepted_spans`, `rejected_spans`,
 `refused_requests`, `refused_waits`, `spool_write_errors` for both processes, the writer's
 (`stored_spans`, `quarantined_spans`...) for serve, `receiver_restarts` for the gRPC receiver
 process (`grpc_process: true`; serve's `accepted_spans` then include what that process handed in).
+`store_up` is 1 while serve's store is open and answered the writer's last statement, 0 while
+serve waits for a server it could not reach at start or the writer cannot reach it.
 
 A run's `status` is ok or error. `agent_version` is the run's (its agent span's
 `gen_ai.agent.version`; empty without one), so a release compares with the one before in PromQL
@@ -138,6 +141,7 @@ class AgentMetrics:
         *,
         otlp_exporter: MetricExporter | None = None,
         ingest: IngestCounters | None = None,
+        store_up: Callable[[], bool] | None = None,
     ) -> None:
         readers: list[MetricReader] = []
         self._registry = CollectorRegistry()
@@ -185,6 +189,13 @@ class AgentMetrics:
                     "1",
                     f"The receivers' {name.replace('_', ' ')} since serve started, by process",
                 )
+        if store_up is not None:
+            meter.create_observable_gauge(
+                "agenttrail.store.up",
+                [lambda options: [Observation(int(store_up()))]],
+                "",
+                "1 while serve's store is open and answering, 0 while serve waits for it or it is down",
+            )
 
     def record_run(self, run: RunRecord) -> None:
         self.record_runs((run,))
