@@ -215,7 +215,7 @@ def test_drift_keeps_the_latest_score_of_a_run_scored_at_two_starts_by_two_versi
     rollup_store: Store,
 ) -> None:
     """Drift groups the runs in the versions' overlap in one read per window part only where no
-    run's live rows of a metric lie at two starts (drift._one_start). Here one does, the
+    run's live rows of a metric lie at two starts (drift._every_run_at_one_start). Here one does, the
     baseline (hours 1-2, sampled from the hash sample tables) and the recent window (hour 3,
     the whole tables) are read apart, and the moved run's hour-3 row (ev2, older than its
     hour-1 row by ev1) is not its latest: it stays out of the recent window."""

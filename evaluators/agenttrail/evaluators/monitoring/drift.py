@@ -719,7 +719,7 @@ def _load_scores(
         params["multi_version"] = multi_version_metrics(store, since, params["recent_end"])
     if query.metrics:
         params["metrics"] = list(query.metrics)
-    one_start = _one_start(store, params)
+    one_start = _every_run_at_one_start(store, params)
     selects = []
     for tables, part in parts:
         largest = f"{_RUN_HASH} <= {_greatest_keep(part)}"
@@ -787,7 +787,7 @@ def _load_scores(
         samples(agent, window_index).values[metric] = _array(scores_in_order)
 
 
-def _one_start(store: Store, params: dict[str, Any]) -> bool:
+def _every_run_at_one_start(store: Store, params: dict[str, Any]) -> bool:
     """Whether every sampled run with a score row in the windows' span has its live rows of each
     metric two evaluator versions scored at one start (no hour `hours_of_split_runs` names
     meets the span), so `scores_sql` may group the runs in the versions' overlap alike

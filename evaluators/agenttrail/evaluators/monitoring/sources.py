@@ -125,7 +125,7 @@ def scores_sql(
     between two versions' scores: `stats.ScorePlan`), the conditions of `where` on RunStart,
     which then keep or drop all of a run's rows, so the runs stored again read only theirs.
     `one_start` (with `run_start`): every run of those metrics at one start: read apart only by
-    the versions' overlap (`_one_start`; needs the parameters of `overlap_bounds`).
+    the versions' overlap (`_latest_of_runs_at_one_start`; needs the parameters of `overlap_bounds`).
     """
     read = tables or SOURCE
     table = read.scores
@@ -142,7 +142,9 @@ SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {
     columns = f"TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version}"
     if one_start:
         assert run_start is not None, "one_start needs every run's rows at one start"
-        multi_part = _one_start(where, prewhere, run_prewhere, run_start, read, latest_version, columns)
+        multi_part = _latest_of_runs_at_one_start(
+            where, prewhere, run_prewhere, run_start, read, latest_version, columns
+        )
     else:
         multi_part = _latest_of_each_run(where, run_prewhere, read, latest_version, columns, run_start)
     return f"""
@@ -203,7 +205,7 @@ def _latest_of_each_run(
     )
 
 
-def _one_start(
+def _latest_of_runs_at_one_start(
     where: Sequence[str],
     prewhere: Sequence[str],
     run_prewhere: Sequence[str],
