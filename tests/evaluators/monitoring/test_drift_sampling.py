@@ -238,6 +238,40 @@ def test_a_newer_versions_null_score_leaves_the_older_versions_score(
     assert list(windows["bot"][1].values["trajectory_precision"]) == expected
 
 
+def test_a_run_stored_again_under_another_agent_counts_under_its_latest(rollup_store: Store) -> None:
+    """Inside the versions' overlap a run stored once is grouped for its score alone (its rows
+    share their agent: `sources._grouped_once`), a run stored again for its latest row's agent
+    too: re-assembled under another agent at the same start and re-scored by ev2, its ev1 row
+    still names the old agent, and its score counts under the new one only."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    runs = [
+        Run(start=base + HOUR + index * 60.0, scores={"trajectory_precision": 0.25}) for index in range(40)
+    ]
+    store_runs(store, runs)
+    moved = replace(runs[5], agent="other")
+    insert_trajectories(store, [trajectory_row(moved, version=2)])
+    rescored = [replace(run, scores={"trajectory_precision": 0.75}) for run in runs]
+    rescored[5] = replace(moved, scores={"trajectory_precision": 0.5})
+    store.insert(
+        "scores",
+        [
+            row
+            for run in rescored
+            for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
+        ],
+    )
+    query = DriftQuery(
+        recent_s=2 * HOUR,
+        baseline=Baseline(rolling_s=HOUR),
+        metrics=("trajectory_precision",),
+        now=at(base + 3 * HOUR),
+    )
+    windows = load_windows(store, query, DriftSettings())
+    assert list(windows["other"][1].values["trajectory_precision"]) == [0.5]
+    assert list(windows["bot"][1].values["trajectory_precision"]) == [0.75] * 39
+
+
 def test_runs_and_scores_sharing_a_start_are_ordered_by_their_runs_ids(
     rollup_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
