@@ -14,6 +14,7 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from trajectory_rows import insert_trajectories
 
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store, parse_store
@@ -40,7 +42,7 @@ from agenttrail.evaluators.monitoring.drift import (
 from agenttrail.evaluators.monitoring.hourly import HourlyRollup
 
 from . import drift_reference as reference
-from .synthetic import Run, store_runs
+from .synthetic import Run, score_rows, store_runs, trajectory_row
 from .test_rollups import History, reading
 
 HOUR = 3600
@@ -194,6 +196,80 @@ def test_a_metric_two_versions_scored_takes_each_runs_latest_score(
         fast = load_windows(store, query, drift_settings)
         slow = reference.reference_windows(store, query, drift_settings)
     assert as_lists(fast) == as_lists(slow)
+
+
+@pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
+def test_a_newer_versions_null_score_leaves_the_older_versions_score(
+    rollup_store: Store, tables: sources.Tables
+) -> None:
+    """Where two evaluator versions scored a metric, a run's score is its latest non-NULL one
+    (`sources._grouped`'s and `_grouped_once`'s `argMax` skip a NULL score): a newer version
+    that failed to score a run (a judge's malformed answer is a NULL score) leaves the run the
+    older version's score, not no score. The run stored once and the run stored again (read
+    apart over the rollups) alike; the runs whose newer score is a number take that."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    runs = [
+        Run(start=base + HOUR + index * 60.0, scores={"trajectory_precision": 0.25}) for index in range(40)
+    ]
+    store_runs(store, runs)
+    once, again = runs[3], runs[7]
+    insert_trajectories(store, [trajectory_row(again, version=2)])  # stored again, same start
+    rescored = [replace(run, scores={"trajectory_precision": 0.75}) for run in runs]
+    for run in (once, again):
+        rescored[runs.index(run)] = replace(run, scores={"trajectory_precision": None})
+    store.insert(
+        "scores",
+        [
+            row
+            for run in rescored
+            for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
+        ],
+    )
+    query = DriftQuery(
+        recent_s=2 * HOUR,
+        baseline=Baseline(rolling_s=HOUR),
+        metrics=("trajectory_precision",),
+        now=at(base + 3 * HOUR),
+    )
+    with reading(tables):
+        windows = load_windows(store, query, DriftSettings())
+    expected = [0.25 if run in (once, again) else 0.75 for run in runs]
+    assert list(windows["bot"][1].values["trajectory_precision"]) == expected
+
+
+def test_a_run_stored_again_under_another_agent_counts_under_its_latest(rollup_store: Store) -> None:
+    """Inside the versions' overlap a run stored once is grouped for its score alone (its rows
+    share their agent: `sources._grouped_once`), a run stored again for its latest row's agent
+    too: re-assembled under another agent at the same start and re-scored by ev2, its ev1 row
+    still names the old agent, and its score counts under the new one only."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    runs = [
+        Run(start=base + HOUR + index * 60.0, scores={"trajectory_precision": 0.25}) for index in range(40)
+    ]
+    store_runs(store, runs)
+    moved = replace(runs[5], agent="other")
+    insert_trajectories(store, [trajectory_row(moved, version=2)])
+    rescored = [replace(run, scores={"trajectory_precision": 0.75}) for run in runs]
+    rescored[5] = replace(moved, scores={"trajectory_precision": 0.5})
+    store.insert(
+        "scores",
+        [
+            row
+            for run in rescored
+            for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
+        ],
+    )
+    query = DriftQuery(
+        recent_s=2 * HOUR,
+        baseline=Baseline(rolling_s=HOUR),
+        metrics=("trajectory_precision",),
+        now=at(base + 3 * HOUR),
+    )
+    windows = load_windows(store, query, DriftSettings())
+    assert list(windows["other"][1].values["trajectory_precision"]) == [0.5]
+    assert list(windows["bot"][1].values["trajectory_precision"]) == [0.75] * 39
 
 
 def test_runs_and_scores_sharing_a_start_are_ordered_by_their_runs_ids(

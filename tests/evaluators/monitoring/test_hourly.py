@@ -31,9 +31,26 @@ from agenttrail.evaluators.monitoring.stats import StatsQuery, query_stats
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
 from . import drift_reference
-from .synthetic import score_rows, store_runs, trajectory_row
+from .synthetic import Run, score_rows, store_runs, trajectory_row
 from .test_drift_sampling import as_lists
 from .test_rollups import HOUR, History, assert_same, at, both, random_run
+
+
+@pytest.fixture
+def base() -> float:
+    """The start of the hour seven hours ago: the histories' hours are all closed."""
+    return (time.time() // HOUR - 7) * HOUR
+
+
+def runs_in_hours_1_to_3(store: Store, base: float, *, seed: int, count: int) -> list[Run]:
+    """`count` random runs spread over the hours 1-3 after `base`, stored with their scores."""
+    rng = random.Random(seed)
+    runs = [
+        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
+        for index in range(count)
+    ]
+    store_runs(store, runs)
+    return runs
 
 
 def queries(base: float) -> list[StatsQuery | ReportQuery]:
@@ -84,9 +101,8 @@ def joined(store: Store, base: float) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_hourly_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int) -> None:
+def test_hourly_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int, base: float) -> None:
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(seed), base, count=400)
     job = HourlyRollup(lambda: store)
     assert fresh(store, base) == 0
@@ -110,11 +126,12 @@ def test_hourly_rollups_answer_as_the_base_tables(rollup_store: Store, seed: int
     assert_answers_equal(store, base)
 
 
-def test_a_change_between_fingerprint_and_aggregation_is_not_trusted(rollup_store: Store) -> None:
+def test_a_change_between_fingerprint_and_aggregation_is_not_trusted(
+    rollup_store: Store, base: float
+) -> None:
     """A run stored while an hour is being aggregated (after its fingerprint was taken) leaves
     the hour pointing at a fingerprint its rows no longer have: read raw, rolled up again."""
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(5), base, count=200)
     closed = int(time.time() // HOUR) * HOUR
     marks = hourly.fingerprints(store, 0, closed)
@@ -127,19 +144,13 @@ def test_a_change_between_fingerprint_and_aggregation_is_not_trusted(rollup_stor
     assert_answers_equal(store, base)
 
 
-def test_scores_whose_run_lies_in_another_hour(rollup_store: Store) -> None:
+def test_scores_whose_run_lies_in_another_hour(rollup_store: Store, base: float) -> None:
     """A score stored under another hour than its run's (a judge that read the run before it
     moved) still pairs with its run: stats by model and version and the report's lowest-scored
     runs read the run's hour run by run while the score is read so, and an hour holding such a
     score (or a score of a deleted run) is not read with its runs from the hourly rows."""
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
-    rng = random.Random(11)
-    runs = [
-        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
-        for index in range(90)
-    ]
-    store_runs(store, runs)
+    runs = runs_in_hours_1_to_3(store, base, seed=11, count=90)
     job = HourlyRollup(lambda: store)
     job.run_once()
     hours = [int(base + HOUR * step) for step in (1, 2, 3)]
@@ -169,20 +180,14 @@ def test_scores_whose_run_lies_in_another_hour(rollup_store: Store) -> None:
     assert_answers_equal(store, base)
 
 
-def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: Store) -> None:
+def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: Store, base: float) -> None:
     """A metric two evaluator versions scored takes each run's latest score over all its rows;
     an hour's rows pick the latest within the hour. A run whose live rows lie at two starts (a
     first revision's score written after a moved revision's, by the other version) keeps its
     latest score only: the hours holding its rows are read raw (stats.score_plan), the other
     hours still from their rows."""
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
-    rng = random.Random(13)
-    runs = [
-        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
-        for index in range(90)
-    ]
-    store_runs(store, runs)
+    runs = runs_in_hours_1_to_3(store, base, seed=13, count=90)
     rescored = [
         row for run in runs for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
     ]
@@ -213,20 +218,15 @@ def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: St
 
 def test_drift_keeps_the_latest_score_of_a_run_scored_at_two_starts_by_two_versions(
     rollup_store: Store,
+    base: float,
 ) -> None:
     """Drift groups the runs in the versions' overlap in one read per window part only where no
-    run's live rows of a metric lie at two starts (drift._one_start). Here one does, the
+    run's live rows of a metric lie at two starts (drift._every_run_at_one_start). Here one does, the
     baseline (hours 1-2, sampled from the hash sample tables) and the recent window (hour 3,
     the whole tables) are read apart, and the moved run's hour-3 row (ev2, older than its
     hour-1 row by ev1) is not its latest: it stays out of the recent window."""
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
-    rng = random.Random(17)
-    runs = [
-        replace(random_run(rng, base), start=base + HOUR * (1 + index % 3) + rng.uniform(0, HOUR - 1))
-        for index in range(420)
-    ]
-    store_runs(store, runs)
+    runs = runs_in_hours_1_to_3(store, base, seed=17, count=420)
     store.insert(
         "scores",
         [row for run in runs for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)],
@@ -262,12 +262,11 @@ def test_drift_keeps_the_latest_score_of_a_run_scored_at_two_starts_by_two_versi
     )
 
 
-def test_hours_of_an_older_layout_are_rolled_up_again(rollup_store: Store) -> None:
+def test_hours_of_an_older_layout_are_rolled_up_again(rollup_store: Store, base: float) -> None:
     """Hours rolled up before migration 118 (Layout 0: scores without their runs' model and
     version, no lowest-scored runs) answer as before, read scores with runs run by run, and the
     job rolls them up again, after any hour that changed."""
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(12), base, count=200)
     job = HourlyRollup(lambda: store)
     rolled = job.run_once()
@@ -295,12 +294,11 @@ def test_hours_of_an_older_layout_are_rolled_up_again(rollup_store: Store) -> No
 
 
 def test_unused_generations_are_deleted_a_cycle_after_being_seen(
-    rollup_store: Store, monkeypatch: pytest.MonkeyPatch
+    rollup_store: Store, monkeypatch: pytest.MonkeyPatch, base: float
 ) -> None:
     """Superseded generations (and a failed cycle's) leave the hourly tables, but only once
     seen unused by an earlier cycle, so a query still reading them keeps its rows."""
     store = rollup_store
-    base = (time.time() // HOUR - 7) * HOUR
     history = History(store, random.Random(6), base, count=200)
     job = HourlyRollup(lambda: store)
     job.run_once()
@@ -320,10 +318,9 @@ def test_unused_generations_are_deleted_a_cycle_after_being_seen(
     assert_answers_equal(store, base)
 
 
-def test_migration_117_on_an_existing_store(store: Store) -> None:
+def test_migration_117_on_an_existing_store(store: Store, base: float) -> None:
     """A store made before the hourly rollups migrates, answers as before, and the job back-fills it."""
     migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version not in (117, 118)))
-    base = (time.time() // HOUR - 7) * HOUR
     History(store, random.Random(7), base, count=200).step(changes=20)
     assert migrate(store, ALL_MIGRATIONS) == [117, 118]
     assert_answers_equal(store, base)
@@ -339,11 +336,10 @@ def test_hours_are_utc_hours() -> None:
 
 
 @pytest.mark.slow
-def test_serve_rolls_up_closed_hours(store: Store, start_sidecar: Any) -> None:
+def test_serve_rolls_up_closed_hours(store: Store, start_sidecar: Any, base: float) -> None:
     """A real sidecar runs the rollup job at start: the closed hours of its stored runs get
     their current generation, and stats (as its route computes them) answer as the base tables."""
     migrate(store, ALL_MIGRATIONS)
-    base = (time.time() // HOUR - 7) * HOUR
     History(store, random.Random(8), base, count=200)
     sidecar = start_sidecar()
     job = next(worker for worker in sidecar.workers if isinstance(worker, HourlyRollup))

@@ -719,7 +719,7 @@ def _load_scores(
         params["multi_version"] = multi_version_metrics(store, since, params["recent_end"])
     if query.metrics:
         params["metrics"] = list(query.metrics)
-    one_start = _one_start(store, params)
+    one_start = _every_run_at_one_start(store, params)
     selects = []
     for tables, part in parts:
         largest = f"{_RUN_HASH} <= {_greatest_keep(part)}"
@@ -778,16 +778,26 @@ def _load_scores(
         )
 
     start_us = "toUnixTimestamp64Micro(RunStart)"
-    rows = store.query(per_window(2, f"({start_us}, assumeNotNull(Score))", "s -> s.1"), params)
+    rows = store.query(
+        per_window(2, f"({start_us}, assumeNotNull(Score))", "s -> s.1"), params, settings=_LAZY_BRANCHES
+    )
     if any(shared for *_, shared in rows):
         rows = store.query(
-            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "s -> s"), params
+            per_window(4, "(RunStart, TraceId, RootSpanId, assumeNotNull(Score))", "s -> s"),
+            params,
+            settings=_LAZY_BRANCHES,
         )
     for agent, window_index, metric, scores_in_order, _ in rows:
         samples(agent, window_index).values[metric] = _array(scores_in_order)
 
 
-def _one_start(store: Store, params: dict[str, Any]) -> bool:
+# Each score's window (`_window_sql` over `_carried_in_version`) is a `multiIf` whose branches
+# probe sets by the run's ids or hash: evaluated for the rows that reach them only, drift's
+# scores statement on the re-scored 1M-run store took 0.88 s CPU instead of 1.02 (median of 6).
+_LAZY_BRANCHES = {"short_circuit_function_evaluation": "force_enable"}
+
+
+def _every_run_at_one_start(store: Store, params: dict[str, Any]) -> bool:
     """Whether every sampled run with a score row in the windows' span has its live rows of each
     metric two evaluator versions scored at one start (no hour `hours_of_split_runs` names
     meets the span), so `scores_sql` may group the runs in the versions' overlap alike
