@@ -59,7 +59,7 @@ def trace_id_granules(store: Store, sql: str, parameters: dict[str, object]) -> 
 
 
 def test_an_existing_store_drops_the_attribute_indexes_and_keeps_its_spans(old_store: Store) -> None:
-    assert ATTRIBUTE_INDEXES <= skip_indexes(old_store)  # so the migration has something to do
+    assert skip_indexes(old_store) >= ATTRIBUTE_INDEXES  # so the migration has something to do
     migrate(old_store)
     assert skip_indexes(old_store) == {"idx_trace_id", "idx_duration"}
     assert old_store.query(
@@ -87,7 +87,8 @@ def test_a_trace_read_still_skips_granules_by_trace_id(old_store: Store) -> None
     assert total > 10
     assert kept < total / 2
     rows = old_store.query(assembler._SPAN_QUERY, parameters)
-    assert len(rows) == 10 and {row[0] for row in rows} == {trace}
+    assert len(rows) == 10
+    assert {row[0] for row in rows} == {trace}
     # a look-up by one trace id, as the console's run page and the judges' reads make it
     kept, total = trace_id_granules(
         old_store,
