@@ -93,6 +93,9 @@ REFUSED_TRIES = 3
 INSERT_BLOCK_SPANS = 8192
 # Protobuf bytes ClickHouse reads from a segment at a time (about 4,000 agent spans).
 READ_BLOCK_BYTES = 2 * 1024 * 1024
+# ClickHouse's threads for a spool insert on the embedded engine (a 50,176-span segment: 44 MiB
+# with one, 82-86 with the machine's two).
+EMBEDDED_INSERT_THREADS = 1
 
 
 class IngestPipeline:
@@ -129,6 +132,11 @@ class IngestPipeline:
             "input_format_max_block_size_bytes": READ_BLOCK_BYTES,
             "min_insert_block_size_rows": insert_block_rows,
         }
+        if store.location.embedded:
+            # One thread on the sidecar's own engine: each of ClickHouse's parsing and insert
+            # threads holds blocks of its own, half the insert's memory at the same CPU
+            # (docs/performance.md "rss22"); a server keeps its cores for its other clients' work.
+            blocks["max_threads"] = EMBEDDED_INSERT_THREADS
         self._format_settings = {**format_settings(store.location), **partitions, **blocks}
         self._spool = Spool(spool_dir, fsync=spool_fsync)
         self._gate = SpoolGate(self._spool, max_queue_rows)
