@@ -5,6 +5,7 @@ a restart still finds what was not assembled (recover()), held in memory or not.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from agenttrail.collector import assembler as assembler_module
 from agenttrail.collector.assembler import Assembler
 from agenttrail.collector.config import COLLECTOR, SidecarConfig
 from agenttrail.collector.ingest import IngestPipeline
+from agenttrail.collector.rows import ArrivalRow
 
 
 def agent_trace(trace_id: str) -> bytes:
@@ -116,6 +118,58 @@ def test_what_was_not_held_is_found_by_recover_after_a_restart(store: Any, tmp_p
     assert second.pending_count == 0
     traces = [trace for batch in batches for trace in batch]
     assert runs_by_trace(store, traces) == {trace: [(1, 0)] for trace in traces}
+
+
+def test_recover_reads_no_more_traces_than_its_bound(store: Any, tmp_path: Path) -> None:
+    """recover() brings at most its room of traces into Python; the rest come back from
+    ClickHouse as ranges of their last arrivals (a restart far behind read every trace of the
+    lookback as one list first), and every trace is still assembled once."""
+    _first, pipeline = bounded(store, tmp_path, room=2, batch_spans=4)
+    batches = [[new_trace_id() for _ in range(2)] for _ in range(4)]
+    store_batches(pipeline, batches)
+    second = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=3, sql_min_traces=1)
+    returned: list[int] = []
+    query = second._store.query
+
+    def counted(sql: str, parameters: Any = None, **options: Any) -> Any:
+        rows = query(sql, parameters, **options)
+        returned.append(sum(1 for row in rows if isinstance(row[0], str)))  # rows of a trace each
+        return rows
+
+    second._store.query = counted  # type: ignore[method-assign]
+    assert second.recover() == 8
+    assert max(returned) == 3
+    assert (second.held_count, second.pending_count) == (3, 8)
+    second._store.query = query  # type: ignore[method-assign]
+    assemble_all(second)
+    assert second.pending_count == 0
+    traces = [trace for batch in batches for trace in batch]
+    assert runs_by_trace(store, traces) == {trace: [(1, 0)] for trace in traces}
+
+
+def test_a_recovered_trace_not_held_whose_state_was_lost_is_assembled_again(
+    store: Any, tmp_path: Path
+) -> None:
+    """A crash between a trace's runs and its state, and a restart with more to resume than its
+    bound: the trace waits in a range, and when read back it is still known to have runs (a
+    re-assembly, revision 2), not assembled as if new (a second revision 1)."""
+    first, pipeline = bounded(store, tmp_path, room=10, batch_spans=4)
+    lost = new_trace_id()
+    store_batches(pipeline, [[lost]])
+    assemble_all(first)
+    assert runs_by_trace(store, [lost]) == {lost: [(1, 0)]}
+    store.command("DELETE FROM assembled_traces WHERE TraceId = {t:String}", {"t": lost})
+    older = new_trace_id()
+    store_batches(
+        IngestPipeline(store.clone(), tmp_path / "spool-2", batch_max_rows=4, flush_interval_s=30), [[older]]
+    )
+    # the lost trace's last arrival after the other's: the other is held, the lost one waits
+    store.insert("trace_arrivals", [ArrivalRow(lost, f"{time.time():.6f}", 1)])
+    second = Assembler(store.clone(), quiet_period_s=0.0, max_pending_traces=1, sql_min_traces=1)
+    assert second.recover() == 2
+    assert (second.held_count, second.pending_count) == (1, 2)
+    assemble_all(second)
+    assert runs_by_trace(store, [older, lost]) == {older: [(1, 0)], lost: [(1, 0), (2, 0)]}
 
 
 def test_a_held_trace_notified_again_while_others_wait_outside_memory_stays_held(

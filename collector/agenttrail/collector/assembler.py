@@ -117,7 +117,7 @@ FROM otel_traces_trace_id_ts WHERE TraceId IN {ids:Array(String)} GROUP BY Trace
 # assembled, and grouping all of it held ~2 GB at 8,000,000 states.
 _ARRIVED_NOT_ASSEMBLED = """
 WITH arrived AS (SELECT TraceId, ArrivedAt, HasAgent FROM trace_arrivals WHERE {where})
-SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival), a.has_agent
+SELECT a.TraceId, toUnixTimestamp64Micro(a.last_arrival) AS last_us, a.has_agent
 FROM (
     SELECT TraceId, max(ArrivedAt) AS last_arrival, max(HasAgent) AS has_agent FROM arrived GROUP BY TraceId
 ) AS a
@@ -131,6 +131,18 @@ WHERE a.last_arrival > s.done
 # What recover() resumes: the lookback's traces.
 _RECOVERY_QUERY = _ARRIVED_NOT_ASSEMBLED.replace(
     "{where}", "ArrivedAt >= now64(6) - toIntervalSecond({lookback:UInt32})"
+)
+# Of those, what recover() holds: the oldest by last arrival, as many as the bound allows. The
+# rest never reach Python (a list of every trace of a day's lookback was read before the bound
+# applied): ClickHouse returns them as ranges of their last arrivals, `step` traces each, the
+# ranges read back from trace_arrivals as room frees. Ties at the boundary (a batch's traces
+# share their arrival) fall in both; a range's read-back keeps a trace held already.
+_RECOVERY_HELD = "SELECT * FROM (" + _RECOVERY_QUERY + ") ORDER BY last_us LIMIT {room:UInt64}"
+_RECOVERY_RANGES = (
+    "SELECT min(last_us), max(last_us), count() FROM ("
+    "SELECT last_us, row_number() OVER (ORDER BY last_us) AS position FROM (" + _RECOVERY_QUERY + ")"
+    ") WHERE position > {room:UInt64} GROUP BY intDiv(position - {room:UInt64} - 1, {step:UInt64}) "
+    "ORDER BY 1"
 )
 # What an overflow range holds: the traces of batches notified between two arrival times, each
 # with its last arrival since (a later batch of the trace, in a later range, is assembled with
@@ -177,6 +189,7 @@ class _Overflow:
     traces: int
     window_from: float | None  # the batch notified before `first` (every round here began after it)
     reading: bool = False  # being read back: later batches start a range of their own
+    recovered: bool = False  # found by recover(): its runs may be stored without their state
 
 
 def even_chunk(remaining: int, most: int) -> int:
@@ -344,8 +357,10 @@ class Assembler(BackgroundLoop):
                     return
                 head.reading = True
             rows = self._store.query(_OVERFLOW_QUERY, {"since": _ts6(head.first), "until": _ts6(head.last)})
+            unrecorded = self._stored_without_state([row[0] for row in rows]) if head.recovered else {}
             now, wall = time.monotonic(), time.time()
             with self._lock:
+                self._unrecorded.update(unrecorded)
                 for trace_id, last_arrival_us, has_agent in rows:
                     last_arrival = last_arrival_us / 1e6
                     seen = now - max(0.0, wall - last_arrival)
@@ -369,12 +384,14 @@ class Assembler(BackgroundLoop):
         Rounds begun before (recovered traces, batches replayed from the spool, whose spans may
         have been stored by the run before) are looked up by id."""
         self._measure_clock()
-        rows = self._store.query(_RECOVERY_QUERY, {"lookback": self._recovery_lookback_s})
-        unrecorded: dict[str, tuple[list[str], int]] = {}
-        for start in range(0, len(rows), self._chunk):
-            ids = [row[0] for row in rows[start : start + self._chunk]]
-            for trace_id, keys, revision in self._store.query(_STORED_WITHOUT_STATE, {"ids": ids}):
-                unrecorded[trace_id] = (list(keys), int(revision))
+        lookback = {"lookback": self._recovery_lookback_s}
+        with self._lock:
+            room = max(self.max_pending_traces - len(self._pending), 0)
+        rows = self._store.query(_RECOVERY_HELD, {**lookback, "room": room})
+        ranges = self._store.query(
+            _RECOVERY_RANGES, {**lookback, "room": room, "step": max(self.max_pending_traces // 2, 1)}
+        )
+        unrecorded = self._stored_without_state([row[0] for row in rows])
         now = time.monotonic()
         with self._lock:
             self._unrecorded.update(unrecorded)
@@ -382,26 +399,29 @@ class Assembler(BackgroundLoop):
                 entry.window_from = None
             # Every trace of the replay's ranges arrived within the lookback: it is among the rows.
             self._overflow.clear()
-            rows.sort(key=lambda row: int(row[1]))  # oldest first: held, the rest in ranges
-            for index, (trace_id, last_arrival, has_agent) in enumerate(rows):
-                if trace_id not in self._pending and len(self._pending) >= self.max_pending_traces:
-                    self._overflow_recovered(rows[index:])
-                    break
+            for trace_id, last_arrival, has_agent in rows:
                 self._pending[trace_id] = _Pending(last_arrival / 1e6, now, bool(has_agent), None)
+            for first_us, last_us, traces in ranges:
+                # closed (reading): new batches start ranges of their own
+                self._overflow.append(
+                    _Overflow(int(first_us) / 1e6, int(last_us) / 1e6, int(traces), None, True, True)
+                )
+                self.overflowed_traces += int(traces)
             self._last_stored = time.time()
-        if rows:
-            log.info("resuming assembly of %d trace(s) from before the restart", len(rows))
-        return len(rows)
+        found = len(rows) + sum(int(traces) for _, _, traces in ranges)
+        if found:
+            log.info("resuming assembly of %d trace(s) from before the restart", found)
+        return found
 
-    def _overflow_recovered(self, rows: list[tuple[Any, ...]]) -> None:
-        """Recovered traces beyond the bound (sorted by last arrival) as ranges of their last
-        arrivals, half the bound each (under the lock)."""
-        step = max(self.max_pending_traces // 2, 1)
-        for start in range(0, len(rows), step):
-            part = rows[start : start + step]
-            self._overflow.append(_Overflow(int(part[0][1]) / 1e6, int(part[-1][1]) / 1e6, len(part), None))
-            self._overflow[-1].reading = True  # closed: new batches start ranges of their own
-        self.overflowed_traces += len(rows)
+    def _stored_without_state(self, ids: list[str]) -> dict[str, tuple[list[str], int]]:
+        """Of these traces, those whose runs are stored but whose state is not (see
+        _STORED_WITHOUT_STATE): their run keys and revision, a chunk of ids a query."""
+        unrecorded: dict[str, tuple[list[str], int]] = {}
+        for start in range(0, len(ids), self._chunk):
+            chunk = ids[start : start + self._chunk]
+            for trace_id, keys, revision in self._store.query(_STORED_WITHOUT_STATE, {"ids": chunk}):
+                unrecorded[trace_id] = (list(keys), int(revision))
+        return unrecorded
 
     def _measure_clock(self) -> None:
         """Widen the window's margin by how far ClickHouse's clock is behind ours (a server)."""

@@ -91,9 +91,10 @@ class ClusterSchema:
             return [f"ALTER TABLE {self.on(view)} MODIFY QUERY{self._sources(select, local=True)}"]
         if match := _ALTER.match(statement):
             table, change = match.groups()
-            # Settings and projections belong to the MergeTree tables; a Distributed table has none.
+            # Settings, projections and skip indexes belong to the MergeTree tables; a Distributed
+            # table has none.
             storage_only = re.match(
-                r"\s*(MODIFY SETTING|RESET SETTING|(ADD|MATERIALIZE|DROP) PROJECTION)", change
+                r"\s*(MODIFY SETTING|RESET SETTING|(ADD|MATERIALIZE|DROP) (PROJECTION|INDEX))", change
             )
             names = [self.local(table)]
             if self.distributed and not storage_only:

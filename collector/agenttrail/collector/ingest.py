@@ -93,6 +93,9 @@ REFUSED_TRIES = 3
 INSERT_BLOCK_SPANS = 8192
 # Protobuf bytes ClickHouse reads from a segment at a time (about 4,000 agent spans).
 READ_BLOCK_BYTES = 2 * 1024 * 1024
+# ClickHouse's threads for a spool insert on the embedded engine (a 50,176-span segment: 44 MiB
+# with one, 82-86 with the machine's two).
+EMBEDDED_INSERT_THREADS = 1
 
 
 class IngestPipeline:
@@ -176,7 +179,13 @@ class IngestPipeline:
         self._store = store
         if on_stored is not None:
             self._on_stored = on_stored
-        self._format_settings = {**format_settings(store.location), **self._insert_settings, **self._blocks}
+        blocks = dict(self._blocks)
+        if store.location.embedded:
+            # One thread on the sidecar's own engine: each of ClickHouse's parsing and insert
+            # threads holds blocks of its own, half the insert's memory at the same CPU
+            # (docs/performance.md "rss22"); a server keeps its cores for its other clients' work.
+            blocks["max_threads"] = EMBEDDED_INSERT_THREADS
+        self._format_settings = {**format_settings(store.location), **self._insert_settings, **blocks}
         # Whether ClickHouse decodes spool segments: asked for, and the store can.
         self.clickhouse_decoding = self._clickhouse_decoding_wanted and self._store_can_decode()
         with self._cond:

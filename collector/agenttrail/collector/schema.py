@@ -242,6 +242,12 @@ INSERT INTO assembled_traces (TraceId, AssembledThrough, RunKeys, Revision, Vers
 SELECT TraceId, AssembledThrough, RunKeys, Revision, Version FROM assembly_state
 """
 
+OTEL_TRACES_DROP_ATTRIBUTE_INDEXES = (
+    "ALTER TABLE otel_traces DROP INDEX IF EXISTS idx_res_attr_key, "
+    "DROP INDEX IF EXISTS idx_res_attr_value, DROP INDEX IF EXISTS idx_span_attr_key, "
+    "DROP INDEX IF EXISTS idx_span_attr_value"
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         1,
@@ -356,6 +362,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         9,
         "assembled_traces in a compressed block per granule",
         (ASSEMBLED_TRACES_SMALL_BLOCKS,),
+    ),
+    # The spans' four attribute Bloom filters, gone: each insert computed them over its whole
+    # block (mapKeys / mapValues of every span's attributes, then their hashes), a third of the
+    # spool insert's memory (a 50,176-span segment: 72-76 MiB of the query log's peak without
+    # them, 118-233 with; docs/performance.md "rss22"), the largest allocation left under
+    # overload. None of our reads used them: they filter by trace id (idx_trace_id, kept) and
+    # time, and in 1 MiB granules (store.ENGINE_MERGE_TREE) of agent spans every granule holds
+    # the common keys. An ad-hoc search by attribute value (Grafana's tag filter) reads its time
+    # range instead; a deployment that wants one back adds it (docs/performance.md).
+    Migration(
+        10,
+        "otel_traces without the attribute bloom filters",
+        (OTEL_TRACES_DROP_ATTRIBUTE_INDEXES,),
     ),
 )
 
