@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -62,16 +61,6 @@ def listening(host: str, port: int) -> bool:
     except OSError:
         return False
     return True
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
 
 
 @pytest.mark.parametrize("receiver", ["in-process", "grpc-process"])

@@ -175,16 +175,6 @@ def serve(store: str, spool: Path, grpc: str, http_address: str, *extra: str) ->
     )
 
 
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-
-
 def test_serve_listens_acknowledges_and_says_what_it_waits_for(
     tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:

@@ -198,6 +198,28 @@ def test_a_metric_two_versions_scored_takes_each_runs_latest_score(
     assert as_lists(fast) == as_lists(slow)
 
 
+def rescore_with_ev2(store: Store, rescored: list[Run], base: float) -> None:
+    """A second evaluator version's scores of `rescored`, written six hours after `base`."""
+    store.insert(
+        "scores",
+        [
+            row
+            for run in rescored
+            for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
+        ],
+    )
+
+
+def two_hours_against_the_hour_before(base: float) -> DriftQuery:
+    """trajectory_precision's last two hours against the hour before them, three hours after `base`."""
+    return DriftQuery(
+        recent_s=2 * HOUR,
+        baseline=Baseline(rolling_s=HOUR),
+        metrics=("trajectory_precision",),
+        now=at(base + 3 * HOUR),
+    )
+
+
 @pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
 def test_a_newer_versions_null_score_leaves_the_older_versions_score(
     rollup_store: Store, tables: sources.Tables
@@ -218,20 +240,8 @@ def test_a_newer_versions_null_score_leaves_the_older_versions_score(
     rescored = [replace(run, scores={"trajectory_precision": 0.75}) for run in runs]
     for run in (once, again):
         rescored[runs.index(run)] = replace(run, scores={"trajectory_precision": None})
-    store.insert(
-        "scores",
-        [
-            row
-            for run in rescored
-            for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
-        ],
-    )
-    query = DriftQuery(
-        recent_s=2 * HOUR,
-        baseline=Baseline(rolling_s=HOUR),
-        metrics=("trajectory_precision",),
-        now=at(base + 3 * HOUR),
-    )
+    rescore_with_ev2(store, rescored, base)
+    query = two_hours_against_the_hour_before(base)
     with reading(tables):
         windows = load_windows(store, query, DriftSettings())
     expected = [0.25 if run in (once, again) else 0.75 for run in runs]
@@ -253,20 +263,8 @@ def test_a_run_stored_again_under_another_agent_counts_under_its_latest(rollup_s
     insert_trajectories(store, [trajectory_row(moved, version=2)])
     rescored = [replace(run, scores={"trajectory_precision": 0.75}) for run in runs]
     rescored[5] = replace(moved, scores={"trajectory_precision": 0.5})
-    store.insert(
-        "scores",
-        [
-            row
-            for run in rescored
-            for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)
-        ],
-    )
-    query = DriftQuery(
-        recent_s=2 * HOUR,
-        baseline=Baseline(rolling_s=HOUR),
-        metrics=("trajectory_precision",),
-        now=at(base + 3 * HOUR),
-    )
+    rescore_with_ev2(store, rescored, base)
+    query = two_hours_against_the_hour_before(base)
     windows = load_windows(store, query, DriftSettings())
     assert list(windows["other"][1].values["trajectory_precision"]) == [0.5]
     assert list(windows["bot"][1].values["trajectory_precision"]) == [0.75] * 39
