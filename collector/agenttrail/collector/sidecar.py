@@ -196,7 +196,7 @@ class Sidecar:
         self._transition = threading.Lock()  # one store start at a time, and stop() after it
         # Why the wait for the store ended without one (refused, timed out): `serve` exits with it.
         self.store_failure: AgentTrailError | None = None
-        trajectories_store = self._lazy_store()
+        trajectories_store = self.lazy_store()
         self.add_read_route(
             "/api/v1/trajectories",
             lambda params: query_trajectories(trajectories_store(), TrajectoryFilter.from_params(params)),
@@ -253,13 +253,11 @@ class Sidecar:
         why = self.store_not_open()
         if why is not None:
             raise StoreUnavailable(why)
-        assert self.store is not None
-        store = self.store.clone()
-        self._stores.append(store)
-        return store
+        return self._clone_store()
 
-    def _lazy_store(self) -> Callable[[], Store]:
-        """A client of its own for a read route, opened on its first request."""
+    def lazy_store(self) -> Callable[[], Store]:
+        """A client of its own for a part's read routes, opened on their first request (the
+        store may open after the routes are added: serve waiting for its server)."""
         opened: list[Store] = []
 
         def get() -> Store:

@@ -9,7 +9,6 @@ from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.console.runs import RunsFilter, list_runs
 from agenttrail.evaluators.judges.setup import LiveJudges, audit_subjects
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
-from agenttrail.evaluators.monitoring.route_store import lazy_store
 from agenttrail.evaluators.scoring.audit import AuditSubject
 from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
 
@@ -28,7 +27,7 @@ def install_console(
     reads: the evaluator's and the alerts' settings, the evaluator's worker (woken when
     references change) and the judges in force (a run's audit lists them as they are when the
     page is asked for, after any reload)."""
-    store = lazy_store(sidecar)
+    store = sidecar.lazy_store()
 
     def runs_route(params: dict[str, str]) -> list[dict[str, Any]]:
         return list_runs(store(), RunsFilter.from_params(params)).runs

@@ -22,12 +22,11 @@ def install_monitoring(sidecar: Sidecar, config: DriftConfig) -> None:
     from agenttrail.evaluators.monitoring.drift import DriftQuery, analyse_drift
     from agenttrail.evaluators.monitoring.drift_monitor import DriftMonitor
     from agenttrail.evaluators.monitoring.hourly import HourlyRollup
-    from agenttrail.evaluators.monitoring.route_store import lazy_store
 
     if config.enabled:
         sidecar.add_worker(DriftMonitor(sidecar.new_store, config))
     sidecar.add_worker(HourlyRollup(sidecar.new_store))
-    store = lazy_store(sidecar)
+    store = sidecar.lazy_store()
     sidecar.add_read_route(
         "/api/v1/stats", lambda params: query_stats(store(), StatsQuery.from_params(params))
     )

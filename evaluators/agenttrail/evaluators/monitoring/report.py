@@ -23,7 +23,6 @@ from agenttrail.evaluators.monitoring.display import (
     format_value,
 )
 from agenttrail.evaluators.monitoring.report_data import AgentReport, Report, ReportQuery, report_rows
-from agenttrail.evaluators.monitoring.route_store import lazy_store
 
 if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
@@ -50,7 +49,7 @@ code { font-size: 0.85em; }
 
 def install_report_route(sidecar: Sidecar) -> None:
     """`GET /api/v1/report`: the report's rows, for `agenttrail report` while serve holds the store."""
-    store = lazy_store(sidecar)
+    store = sidecar.lazy_store()
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:
         return report_rows(store(), ReportQuery.from_params(params))

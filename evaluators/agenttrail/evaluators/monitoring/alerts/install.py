@@ -11,7 +11,6 @@ from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
 from agenttrail.evaluators.monitoring.alerts.replay import replay_route
-from agenttrail.evaluators.monitoring.route_store import lazy_store
 
 
 def served_at(sidecar: Sidecar) -> str:
@@ -27,7 +26,7 @@ def served_at(sidecar: Sidecar) -> str:
 
 def install_alerts(sidecar: Sidecar, config: AlertsConfig) -> AlertEvaluator | None:
     """Add `/api/v1/alerts[/history|/test]`; start the evaluator if `config` has rules."""
-    store = lazy_store(sidecar)
+    store = sidecar.lazy_store()
 
     def alerts_route(params: dict[str, str]) -> list[dict[str, Any]]:
         return query_alerts(store(), AlertFilter.from_params(params))
