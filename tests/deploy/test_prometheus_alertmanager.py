@@ -46,6 +46,23 @@ def get_json(url: str) -> Any:
         return json.loads(response.read())
 
 
+def start_prometheus(
+    processes: Callable[..., subprocess.Popen[bytes]], tmp_path: Path, config: dict[str, Any], port: int
+) -> None:
+    """Debian's Prometheus on loopback `port` with `config` (written to tmp_path/prometheus.yml,
+    beside which rule files it names are looked for), once it says it is ready."""
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    processes(
+        tool("prometheus"),
+        f"--config.file={tmp_path / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        log=tmp_path / "prometheus.log",
+    )
+    ready = f"http://127.0.0.1:{port}/-/ready"
+    wait_for(lambda: urllib.request.urlopen(ready, timeout=5).status == 200, "Prometheus")
+
+
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -160,20 +177,12 @@ def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
     jobs = {job["job_name"]: job for job in prometheus_config["scrape_configs"]}
     jobs["agenttrail"]["static_configs"][0]["targets"] = [sidecar_address]
     jobs["prometheus"]["static_configs"][0]["targets"] = [f"127.0.0.1:{prom_port}"]
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
     rules = yaml.safe_load((PROM / "agenttrail-rules.yml").read_text())
     for group in rules["groups"]:
         group["interval"] = "1s"
     (tmp_path / "agenttrail-rules.yml").write_text(yaml.safe_dump(rules))
-    processes(
-        tool("prometheus"),
-        f"--config.file={tmp_path / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{prom_port}",
-        log=tmp_path / "prometheus.log",
-    )
+    start_prometheus(processes, tmp_path, prometheus_config, prom_port)
     wait_for(lambda: urllib.request.urlopen(f"{am_url}/-/ready", timeout=5).status == 200, "Alertmanager")
-    wait_for(lambda: urllib.request.urlopen(f"{prom_url}/-/ready", timeout=5).status == 200, "Prometheus")
 
     send_runs(f"http://{sidecar_address}", ok=4, failed=2)
 
@@ -280,16 +289,9 @@ def test_prometheus_scrapes_a_sidecar_with_a_token_as_the_kubernetes_manifests_s
             "static_configs": [{"targets": [address]}],
         },
     ]
-    prometheus_config = {"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(prometheus_config))
-    processes(
-        tool("prometheus"),
-        f"--config.file={tmp_path / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{prom_port}",
-        log=tmp_path / "prometheus.log",
+    start_prometheus(
+        processes, tmp_path, {"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}, prom_port
     )
-    wait_for(lambda: urllib.request.urlopen(f"{prom_url}/-/ready", timeout=5).status == 200, "Prometheus")
 
     def health() -> dict[str, tuple[str, str]]:
         targets = get_json(f"{prom_url}/api/v1/targets")["data"]["activeTargets"]

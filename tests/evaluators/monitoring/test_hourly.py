@@ -53,6 +53,19 @@ def runs_in_hours_1_to_3(store: Store, base: float, *, seed: int, count: int) ->
     return runs
 
 
+def move_two_hours_on_then_score_late(store: Store, run: Run, base: float) -> None:
+    """`run` re-assembled two hours later (revision 2) and scored there 0 by ev2; then ev1's
+    score 1 of revision 1, written last: the run's live rows lie at two starts, and its latest
+    score is the one at its old start."""
+    moved = replace(run, start=run.start + 2 * HOUR, scores={"trajectory_exact_match": 0.0})
+    insert_trajectories(store, [trajectory_row(moved, version=2)])
+    store.insert(
+        "scores", score_rows(moved, evaluator_version="ev2", created=base + 6 * HOUR + 10, revision=2)
+    )
+    late = replace(run, scores={"trajectory_exact_match": 1.0})
+    store.insert("scores", score_rows(late, evaluator_version="ev1", created=base + 6 * HOUR + 20))
+
+
 def queries(base: float) -> list[StatsQuery | ReportQuery]:
     """Whole-hour buckets (what the hourly rows can answer) with partial hours at the edges,
     filters, groups (model and version groups join scores to runs), metric subsets, and
@@ -193,13 +206,7 @@ def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: St
     ]
     store.insert("scores", rescored)  # every hour holds two versions of each metric
     run = runs[0]  # in hour 1; moved to hour 3 and scored there by ev2
-    moved = replace(run, start=run.start + 2 * HOUR, scores={"trajectory_exact_match": 0.0})
-    insert_trajectories(store, [trajectory_row(moved, version=2)])
-    store.insert(
-        "scores", score_rows(moved, evaluator_version="ev2", created=base + 6 * HOUR + 10, revision=2)
-    )
-    late = replace(run, scores={"trajectory_exact_match": 1.0})  # ev1's score of revision 1, written last
-    store.insert("scores", score_rows(late, evaluator_version="ev1", created=base + 6 * HOUR + 20))
+    move_two_hours_on_then_score_late(store, run, base)
     HourlyRollup(lambda: store).run_once()
     assert fresh(store, base) == 3
     assert_answers_equal(store, base)
@@ -241,13 +248,7 @@ def test_drift_keeps_the_latest_score_of_a_run_scored_at_two_starts_by_two_versi
         )
     )
     run = min(first_hour, key=lambda candidate: hashes[candidate.trace_id])
-    moved = replace(run, start=run.start + 2 * HOUR, scores={"trajectory_exact_match": 0.0})
-    insert_trajectories(store, [trajectory_row(moved, version=2)])
-    store.insert(
-        "scores", score_rows(moved, evaluator_version="ev2", created=base + 6 * HOUR + 10, revision=2)
-    )
-    late = replace(run, scores={"trajectory_exact_match": 1.0})  # ev1's score of revision 1, written last
-    store.insert("scores", score_rows(late, evaluator_version="ev1", created=base + 6 * HOUR + 20))
+    move_two_hours_on_then_score_late(store, run, base)
     HourlyRollup(lambda: store).run_once()
     query = DriftQuery(
         recent_s=HOUR,
