@@ -8,6 +8,7 @@ as a subprocess with its own directory.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -207,3 +208,14 @@ def budget_clock(monkeypatch: pytest.MonkeyPatch) -> float:
     monkeypatch.setattr(client, "BudgetTracker", partial(BudgetTracker, clock=lambda: now))
     monkeypatch.setattr(judge_setup, "JudgeWorker", partial(JudgeWorker, clock=lambda: now))
     return now
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """The serve processes a test starts: killed, if still running, when it ends."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)

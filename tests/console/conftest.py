@@ -68,9 +68,10 @@ def console(chdb_dir: Path) -> Iterator[Console]:
 
     worker = EvaluatorWorker(open_store, EvaluatorConfig(poll_interval_s=0.2))
     worker.start()
+    rules = AlertsConfig.from_file(chdb_dir / "agenttrail-demo.yaml").rules
     settings = ConsoleSettings(
         bearer_token=TOKEN,
-        alert_rules=AlertsConfig.from_file(chdb_dir / "agenttrail-demo.yaml").rules,
+        alert_rules=lambda: rules,
         on_references_changed=worker.wake,
     )
     app = Starlette(routes=[Mount("/console", create_app(open_store, settings))])

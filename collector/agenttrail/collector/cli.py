@@ -483,7 +483,7 @@ def serve(config_file: str | None, **options: Any) -> None:
             raise cli_error(sidecar.store_failure)
         if reload.is_set():
             reload.clear()
-            log.info("SIGHUP: reloading what can change without a restart (the judges section)")
+            log.info("SIGHUP: reloading what can change without a restart (the judges and alerts sections)")
             sidecar.reload()
         dead = sidecar.dead_workers()
         if dead:
