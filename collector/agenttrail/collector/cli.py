@@ -1,5 +1,6 @@
-"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema, config) and
-what every command module shares (store options, reading through a running sidecar, errors).
+"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema, migrate,
+config) and what every command module shares (store options, reading through a running sidecar,
+errors).
 
 `make_cli(wiring)` builds the group; the wiring says which sidecar `serve` builds, which
 migrations `schema` prints and which config sections belong to others. `cli` here is the
@@ -42,7 +43,7 @@ from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_tim
 from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, migrate
 from agenttrail.collector.settings import Kind, Section, Setting
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.collector.store_lock import read_lock_holder
+from agenttrail.collector.store_lock import StoreLock, read_lock_holder
 
 if TYPE_CHECKING:
     from agenttrail.collector.config import Settings
@@ -357,7 +358,7 @@ def make_cli(wiring: Wiring) -> LazyGroup:
 
     assert isinstance(group, LazyGroup)
     group.wiring = wiring
-    for command in (serve, trajectories, spool, schema, config):
+    for command in (serve, trajectories, spool, schema, migrate_command, config):
         group.add_command(command)
     return group
 
@@ -829,6 +830,59 @@ def schema(cluster: str | None, replicas_only: bool, database: str | None, confi
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(";\n\n".join(statement.strip() for statement in statements) + ";")
+
+
+@click.command("migrate")
+@click.option("--dry-run", is_flag=True, help="List the pending migrations and change nothing.")
+@store_options
+def migrate_command(dry_run: bool, config_file: str | None, **options: Any) -> None:
+    """Apply the schema migrations the store lacks (the collector's and the evaluators'), as serve
+    does at start, without starting it; --dry-run lists them.
+
+    For upgrades: run the new version's `agenttrail migrate` (a Kubernetes Job or init container)
+    before rolling its sidecars, which then find the migrations recorded. Exits 4 when the store
+    cannot be reached or serve holds the embedded store, 1 when a migration fails (the message
+    names it; those before it stay applied, and running migrate again resumes).
+    """
+    from agenttrail.collector.service import migrate_store
+
+    config = config_from(options, config_file)
+    migrations = current_wiring().schema_migrations
+    try:
+        location = parse_store(config.store, config.database)
+        lock = None
+        if location.path is not None:
+            if dry_run and not location.path.exists():
+                raise NoStore(f"no store at {location.path} (the folder does not exist): check --store")
+            # One process per embedded store: a serve starting meanwhile is refused, not both.
+            lock = StoreLock(location.path, location.database)
+            lock.acquire({"starting": True})
+        try:
+            store = Store(location)
+            try:
+                outcome = migrate_store(store, migrations, dry_run=dry_run)
+            finally:
+                store.close()
+        finally:
+            if lock is not None:
+                lock.release()
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    where = f"{location.describe()} (database {location.database})"
+    if outcome.newer:
+        click.echo(
+            f"warning: {where} records migration(s) {', '.join(map(str, outcome.newer))} that this "
+            "agenttrail does not know: a newer agenttrail migrated it",
+            err=True,
+        )
+    if not outcome.pending:
+        click.echo(f"{where}: up to date, no schema migration pending")
+        return
+    listed = "\n".join(f"  {m.version:>4}  {m.name}" for m in outcome.pending)
+    if dry_run:
+        click.echo(f"{where}: {len(outcome.pending)} schema migration(s) pending:\n{listed}")
+    else:
+        click.echo(f"{where}: applied {len(outcome.applied)} schema migration(s):\n{listed}")
 
 
 # -- agenttrail config show ----------------------------------------------------------------------
