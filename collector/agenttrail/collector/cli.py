@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -281,6 +281,37 @@ def short_help(text: str, limit: int) -> str:
     return text[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
 
 
+# What `--help` lists last, in this order: where a command reads from (as kubectl lists its
+# connection flags last). Before them how it prints, and before that, on the commands that read
+# runs, the shared run filters; the command's own options first (`scores --metric`).
+WHERE_OPTIONS: Final = ("store", "database", "config_file", "server")
+_OUTPUT_OPTIONS: Final = ("limit", "output_format", "fmt")
+_RUN_FILTERS: Final = ("since", "until", "agent", "task", "trace_id")
+
+
+def order_options(command: click.Command) -> None:
+    """Sort `command`'s options (and its sub-commands') as WHERE_OPTIONS says; a stable sort, so
+    arguments and each group keep their own order. serve keeps its settings table's order."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            order_options(sub)
+    if command.name == "serve":
+        return
+    reads_runs = any(param.name == "since" for param in command.params)
+
+    def rank(param: click.Parameter) -> int:
+        if not isinstance(param, click.Option):
+            return 0  # arguments are positional: never reordered
+        name = param.name or ""
+        if name in WHERE_OPTIONS:
+            return 3 + WHERE_OPTIONS.index(name)
+        if name in _OUTPUT_OPTIONS:
+            return 2
+        return 1 if reads_runs and name in _RUN_FILTERS else 0
+
+    command.params.sort(key=rank)
+
+
 class LazyGroup(click.Group):
     """A group whose heavier commands are imported only when one of them runs: `--help` lists
     them from a short help given at registration (a test keeps it equal to the command's own)."""
@@ -301,7 +332,10 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module_name, _, attribute = self.lazy[cmd_name][0].partition(":")
             self.add_command(getattr(importlib.import_module(module_name), attribute), cmd_name)
-        return self.commands.get(cmd_name)
+        command = self.commands.get(cmd_name)
+        if command is not None:  # here, not at add_command: a group's sub-commands come later
+            order_options(command)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max((len(name) for name in self.list_commands(ctx)), default=0)
@@ -706,7 +740,7 @@ def spool() -> None:
 @spool.command("list")
 @store_options
 @_spool_dir_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def spool_list(config_file: str | None, spool_dir: str | None, fmt: str, **options: Any) -> None:
     """List quarantined records: id, when, size, reason."""
     quarantine = _quarantine(options, config_file, spool_dir)
