@@ -16,6 +16,7 @@ edited rule's alerts); a removed rule's alerts are resolved without a notificati
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ class AlertEvaluator(BackgroundLoop):
         )
         self.book: AlertBook | None = None
         self._reloaded: AlertsConfig | None = None  # handed over by reconfigure, taken by run_once
+        self._reload_lock = threading.Lock()  # reconfigure runs on serve's main thread (SIGHUP)
         self._unsaved: dict[str, AlertInstance] = {}
         self._refreshed: dict[tuple[str, str], float] = {}  # (fingerprint, channel) -> last keep-alive
 
@@ -103,11 +105,13 @@ class AlertEvaluator(BackgroundLoop):
 
     def reconfigure(self, config: AlertsConfig) -> None:
         """Evaluate `config` (a reloaded, checked section) from the next cycle, which runs now."""
-        self._reloaded = config
+        with self._reload_lock:
+            self._reloaded = config
         self.wake()
 
     def _take_reloaded(self) -> None:
-        config, self._reloaded = self._reloaded, None
+        with self._reload_lock:
+            config, self._reloaded = self._reloaded, None
         if config is None:
             return
         if self.book is not None:
