@@ -890,7 +890,10 @@ def migrate_command(dry_run: bool, config_file: str | None, **options: Any) -> N
                 raise NoStore(f"no store at {location.path} (the folder does not exist): check --store")
             # One process per embedded store: a serve starting meanwhile is refused, not both.
             lock = StoreLock(location.path, location.database)
-            lock.acquire({"starting": True})
+            try:
+                lock.acquire({"starting": True})
+            except StoreLocked as exc:
+                raise NoStore(f"{exc} (a running serve migrated its store when it started)") from exc
         try:
             store = Store(location)
             try:

@@ -92,3 +92,4 @@ def test_migrate_exits_non_zero_naming_the_problem(tmp_path: Path) -> None:
         lock.release()
     assert busy.returncode == 4, busy.stderr
     assert f"the embedded store {held} is in use by agenttrail serve (pid" in busy.stderr
+    assert "a running serve migrated its store when it started" in busy.stderr
