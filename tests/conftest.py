@@ -7,7 +7,9 @@ as a subprocess with its own directory.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -207,3 +209,32 @@ def budget_clock(monkeypatch: pytest.MonkeyPatch) -> float:
     monkeypatch.setattr(client, "BudgetTracker", partial(BudgetTracker, clock=lambda: now))
     monkeypatch.setattr(judge_setup, "JudgeWorker", partial(JudgeWorker, clock=lambda: now))
     return now
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """The serve processes a test starts: killed, if still running, when it ends."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+CONSOLE_TESTS = Path(__file__).parent / "console"
+
+
+@pytest.fixture(autouse=True)
+def no_event_loop_left_running(request: pytest.FixtureRequest) -> None:
+    """A test starts with no asyncio loop running in the main thread: one a fixture left open
+    (Playwright's sync API, while its browser lives) makes `asyncio.run`/`anyio.run` fail with
+    "another loop is running" in whatever test comes next. The console's own tests share that
+    browser, so they are not checked."""
+    if request.path.is_relative_to(CONSOLE_TESTS):
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    pytest.fail("an asyncio loop is left running in the main thread (a fixture of an earlier test)")

@@ -481,3 +481,64 @@ def test_serve_waits_for_a_server_that_comes_up_later(
         stop.set()
         direct.command(f"DROP DATABASE IF EXISTS `{database}`")
         direct.close()
+
+
+class LostAfterMigrating(Store):
+    """A server that goes away once the migrations ran: each new client (the writer's, the
+    assembler's) finds its port closed."""
+
+    def __init__(self, location: Any, closed: Any) -> None:
+        super().__init__(location)
+        self.closed = closed
+
+    def clone(self) -> Store:
+        return Store(self.closed)
+
+
+@pytest.mark.parametrize("lost_on_try", [1, 2], ids=["at-start", "after-waiting"])
+def test_a_server_lost_between_migrations_and_the_writer_is_waited_for_again(
+    sidecar_settings: dict[str, Any],
+    chdb_dir: Path,
+    database: str,
+    lost_on_try: int,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server answers, serve migrates, and it is gone before the writer starts (at the first
+    try, or after a wait): serve goes back to waiting, acknowledging into the spool, instead of
+    ending; when the server answers again every acknowledged span is stored once."""
+    from otlp_builders import agent_span, new_span_id, new_trace_id, request
+
+    from agenttrail.collector.sidecar import Sidecar
+
+    closed = parse_store(f"http://127.0.0.1:{free_port()}/agenttrail")
+    embedded = parse_store(str(chdb_dir), database)
+    tries = [0]
+
+    def open_store() -> Store:
+        tries[0] += 1
+        if tries[0] < lost_on_try:
+            return Store(closed)
+        if tries[0] == lost_on_try:
+            return LostAfterMigrating(embedded, closed)
+        return Store(embedded)
+
+    sidecar = Sidecar(SidecarConfig(**{**sidecar_settings, "store": "http://127.0.0.1:9/agenttrail"}))
+    sidecar.store_opener = open_store
+    caplog.set_level("WARNING", logger="agenttrail.collector.sidecar")
+    sidecar.start()
+    try:
+        trace = new_trace_id()
+        with grpc.insecure_channel(sidecar.grpc_address) as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            export(request(agent_span(trace, new_span_id(), 0, 10)).SerializeToString(), timeout=30)
+        assert sidecar.wait_for_store(120), sidecar.store_failure
+        assert sidecar.store_failure is None
+        assert tries[0] == lost_on_try + 1
+        assert sidecar.flush(60)
+        assert sidecar.store is not None
+        assert sidecar.store.query(
+            "SELECT count() FROM otel_traces WHERE TraceId = {t:String}", {"t": trace}
+        ) == [(1,)]
+        assert any("lost the store after migrating it" in r.getMessage() for r in caplog.records)
+    finally:
+        sidecar.stop()

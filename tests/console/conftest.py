@@ -68,9 +68,10 @@ def console(chdb_dir: Path) -> Iterator[Console]:
 
     worker = EvaluatorWorker(open_store, EvaluatorConfig(poll_interval_s=0.2))
     worker.start()
+    rules = AlertsConfig.from_file(chdb_dir / "agenttrail-demo.yaml").rules
     settings = ConsoleSettings(
         bearer_token=TOKEN,
-        alert_rules=AlertsConfig.from_file(chdb_dir / "agenttrail-demo.yaml").rules,
+        alert_rules=lambda: rules,
         on_references_changed=worker.wake,
     )
     app = Starlette(routes=[Mount("/console", create_app(open_store, settings))])
@@ -94,7 +95,11 @@ def console(chdb_dir: Path) -> Iterator[Console]:
         store.close()
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: Playwright's sync API runs its asyncio loop in the main thread, and
+# while `sync_playwright()` is open that loop counts as running there, so any later test in the
+# process that runs a loop itself (`asyncio.run`, `anyio.run`: the MCP stdio server) failed with
+# "Cannot run the event loop while another loop is running". It now closes with the last console test.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     _ensure_chromium()
     from playwright.sync_api import sync_playwright

@@ -486,8 +486,8 @@ def test_the_composition_root_hands_each_part_its_resolved_section(
 def test_a_reload_names_the_edited_sections_it_does_not_take(
     start_sidecar: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """SIGHUP (`systemctl reload`) takes the judges sections only: an edited alert rule or drift
-    setting is named in a warning saying it waits for a restart, the judges edit is not; an
+    """SIGHUP (`systemctl reload`) takes the judges and alerts sections: an edited drift setting
+    is named in a warning saying it waits for a restart, the judges and alerts edits are not; an
     untouched file warns about nothing."""
     path = tmp_path / "agenttrail.yaml"
     rule = {"name": "spike", "kind": "failure_rate_spike", "params": {"min_runs": 10}}
@@ -507,5 +507,5 @@ def test_a_reload_names_the_edited_sections_it_does_not_take(
     path.write_text(yaml.safe_dump(document))
     sidecar.reload()
     (warning,) = [r.getMessage() for r in caplog.records if "changed since serve started" in r.getMessage()]
-    assert "section(s) alerts, drift changed" in warning
+    assert "section(s) drift changed" in warning
     assert "next restart" in warning

@@ -1,5 +1,6 @@
-"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema, config) and
-what every command module shares (store options, reading through a running sidecar, errors).
+"""`agenttrail` command line: the collector's commands (serve, trajectories, spool, schema, migrate,
+config) and what every command module shares (store options, reading through a running sidecar,
+errors).
 
 `make_cli(wiring)` builds the group; the wiring says which sidecar `serve` builds, which
 migrations `schema` prints and which config sections belong to others. `cli` here is the
@@ -30,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -42,7 +43,7 @@ from agenttrail.collector.queries import QueryError, TrajectoryFilter, parse_tim
 from agenttrail.collector.schema import MIGRATIONS, Migration, Retention, migrate
 from agenttrail.collector.settings import Kind, Section, Setting
 from agenttrail.collector.store import Store, parse_store
-from agenttrail.collector.store_lock import read_lock_holder
+from agenttrail.collector.store_lock import StoreLock, read_lock_holder
 
 if TYPE_CHECKING:
     from agenttrail.collector.config import Settings
@@ -280,6 +281,37 @@ def short_help(text: str, limit: int) -> str:
     return text[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + "..."
 
 
+# What `--help` lists last, in this order: where a command reads from (as kubectl lists its
+# connection flags last). Before them how it prints, and before that, on the commands that read
+# runs, the shared run filters; the command's own options first (`scores --metric`).
+WHERE_OPTIONS: Final = ("store", "database", "config_file", "server")
+_OUTPUT_OPTIONS: Final = ("limit", "output_format", "fmt")
+_RUN_FILTERS: Final = ("since", "until", "agent", "task", "trace_id")
+
+
+def order_options(command: click.Command) -> None:
+    """Sort `command`'s options (and its sub-commands') as WHERE_OPTIONS says; a stable sort, so
+    arguments and each group keep their own order. serve keeps its settings table's order."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            order_options(sub)
+    if command.name == "serve":
+        return
+    reads_runs = any(param.name == "since" for param in command.params)
+
+    def rank(param: click.Parameter) -> int:
+        if not isinstance(param, click.Option):
+            return 0  # arguments are positional: never reordered
+        name = param.name or ""
+        if name in WHERE_OPTIONS:
+            return 3 + WHERE_OPTIONS.index(name)
+        if name in _OUTPUT_OPTIONS:
+            return 2
+        return 1 if reads_runs and name in _RUN_FILTERS else 0
+
+    command.params.sort(key=rank)
+
+
 class LazyGroup(click.Group):
     """A group whose heavier commands are imported only when one of them runs: `--help` lists
     them from a short help given at registration (a test keeps it equal to the command's own)."""
@@ -300,7 +332,10 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module_name, _, attribute = self.lazy[cmd_name][0].partition(":")
             self.add_command(getattr(importlib.import_module(module_name), attribute), cmd_name)
-        return self.commands.get(cmd_name)
+        command = self.commands.get(cmd_name)
+        if command is not None:  # here, not at add_command: a group's sub-commands come later
+            order_options(command)
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max((len(name) for name in self.list_commands(ctx)), default=0)
@@ -357,7 +392,7 @@ def make_cli(wiring: Wiring) -> LazyGroup:
 
     assert isinstance(group, LazyGroup)
     group.wiring = wiring
-    for command in (serve, trajectories, spool, schema, config):
+    for command in (serve, trajectories, spool, schema, migrate_command, config):
         group.add_command(command)
     return group
 
@@ -483,7 +518,7 @@ def serve(config_file: str | None, **options: Any) -> None:
             raise cli_error(sidecar.store_failure)
         if reload.is_set():
             reload.clear()
-            log.info("SIGHUP: reloading what can change without a restart (the judges section)")
+            log.info("SIGHUP: reloading what can change without a restart (the judges and alerts sections)")
             sidecar.reload()
         dead = sidecar.dead_workers()
         if dead:
@@ -705,7 +740,7 @@ def spool() -> None:
 @spool.command("list")
 @store_options
 @_spool_dir_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def spool_list(config_file: str | None, spool_dir: str | None, fmt: str, **options: Any) -> None:
     """List quarantined records: id, when, size, reason."""
     quarantine = _quarantine(options, config_file, spool_dir)
@@ -829,6 +864,62 @@ def schema(cluster: str | None, replicas_only: bool, database: str | None, confi
     except AgentTrailError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(";\n\n".join(statement.strip() for statement in statements) + ";")
+
+
+@click.command("migrate")
+@click.option("--dry-run", is_flag=True, help="List the pending migrations and change nothing.")
+@store_options
+def migrate_command(dry_run: bool, config_file: str | None, **options: Any) -> None:
+    """Apply the schema migrations the store lacks (the collector's and the evaluators'), as serve
+    does at start, without starting it; --dry-run lists them.
+
+    For upgrades: run the new version's `agenttrail migrate` (a Kubernetes Job or init container)
+    before rolling its sidecars, which then find the migrations recorded. Exits 4 when the store
+    cannot be reached or serve holds the embedded store, 1 when a migration fails (the message
+    names it; those before it stay applied, and running migrate again resumes).
+    """
+    from agenttrail.collector.service import migrate_store
+
+    config = config_from(options, config_file)
+    migrations = current_wiring().schema_migrations
+    try:
+        location = parse_store(config.store, config.database)
+        lock = None
+        if location.path is not None:
+            if dry_run and not location.path.exists():
+                raise NoStore(f"no store at {location.path} (the folder does not exist): check --store")
+            # One process per embedded store: a serve starting meanwhile is refused, not both.
+            lock = StoreLock(location.path, location.database)
+            try:
+                lock.acquire({"starting": True})
+            except StoreLocked as exc:
+                raise NoStore(f"{exc} (a running serve migrated its store when it started)") from exc
+        try:
+            store = Store(location)
+            try:
+                outcome = migrate_store(store, migrations, dry_run=dry_run)
+            finally:
+                store.close()
+        finally:
+            if lock is not None:
+                lock.release()
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    where = f"{location.describe()} (database {location.database})"
+    if outcome.newer:
+        click.echo(
+            f"warning: {where} records migration(s) {', '.join(map(str, outcome.newer))} that this "
+            "agenttrail does not know: a newer agenttrail migrated it",
+            err=True,
+        )
+    if not outcome.pending:
+        click.echo(f"{where}: up to date, no schema migration pending")
+        return
+    listed = "\n".join(f"  {m.version:>4}  {m.name}" for m in outcome.pending)
+    if dry_run:
+        click.echo(f"{where}: {len(outcome.pending)} schema migration(s) pending:\n{listed}")
+    else:
+        click.echo(f"{where}: applied {len(outcome.applied)} schema migration(s):\n{listed}")
 
 
 # -- agenttrail config show ----------------------------------------------------------------------

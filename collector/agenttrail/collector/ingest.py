@@ -192,6 +192,15 @@ class IngestPipeline:
             self._store_down = False
             self._store_error = ""
 
+    def detach(self, why: str) -> None:
+        """Undo attach() before start(): serve lost its server while starting on it and waits
+        again, acknowledging into the spool; a replay() broken off resumes after the next attach."""
+        assert self._thread is None, "detach() only before start()"
+        with self._cond:
+            self._store = None
+            self._store_down = True
+            self._store_error = why[:500]
+
     @property
     def _attached(self) -> Store:
         assert self._store is not None, "attach() a store first"

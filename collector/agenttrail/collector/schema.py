@@ -436,6 +436,17 @@ def newer_than_known(ordered: Sequence[Migration], recorded: Iterable[int]) -> l
     return sorted(v for v in recorded if v // 100 in newest and v > newest[v // 100])
 
 
+def recorded_versions(store: Store) -> set[int]:
+    """The versions the store records as applied, read without writing anything (unlike
+    `recorded_migrations`, which creates the record table: a dry run must change nothing)."""
+    has_records = store.query(
+        "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'"
+    )[0][0]
+    if not has_records:
+        return set()
+    return {int(version) for (version,) in store.query("SELECT DISTINCT Version FROM schema_migrations")}
+
+
 def migrate(store: Store, migrations: Iterable[Migration] = MIGRATIONS) -> list[int]:
     """Apply, in version order, the migrations the store does not record yet; returns their versions.
 

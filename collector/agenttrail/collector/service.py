@@ -1,6 +1,7 @@
-"""What the collector's own commands (`trajectories`, `spool`, `schema`, `config show`) do, as
-functions tests call without click: the read `trajectories` makes, the quarantine's entries
-decoded and re-queued, the schema's DDL, the effective settings as rows.
+"""What the collector's own commands (`trajectories`, `spool`, `schema`, `migrate`, `config show`)
+do, as functions tests call without click: the read `trajectories` makes, the quarantine's entries
+decoded and re-queued, the schema's DDL, the pending migrations applied, the effective settings
+as rows.
 
 Errors are the project's: QueryError for a filter value, `NoSuchEntry` for a quarantine id that
 names nothing (the message lists those there are), `CommandUsageError` for options that do not go
@@ -16,14 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agenttrail.collector.errors import AgentTrailError
+from agenttrail.collector.errors import AgentTrailError, StoreError
 from agenttrail.collector.queries import TrajectoryFilter, parse_time, query_trajectories
 from agenttrail.collector.reads import ReadRequest
-from agenttrail.collector.schema import MIGRATIONS_TABLE, Migration, Retention
+from agenttrail.collector.schema import (
+    MIGRATIONS_TABLE,
+    Migration,
+    Retention,
+    combine,
+    migrate,
+    newer_than_known,
+    recorded_versions,
+)
 
 if TYPE_CHECKING:
     from agenttrail.collector.config import Settings, SidecarConfig
     from agenttrail.collector.quarantine import Quarantine, QuarantineEntry
+    from agenttrail.collector.store import Store
 
 TRAJECTORIES_ROUTE = "/api/v1/trajectories"
 
@@ -150,6 +160,46 @@ def requeue_entries(
         done(entry_id, segment)
         segments.append(segment)
     return segments
+
+
+class MigrationFailed(StoreError):
+    """A schema migration's statement failed (`agenttrail migrate`): which one, and what applied before it."""
+
+
+@dataclass(frozen=True, slots=True)
+class MigrateOutcome:
+    """What `agenttrail migrate` found and did on one store."""
+
+    pending: list[Migration]  # before it ran
+    applied: list[Migration]  # empty on a dry run
+    newer: list[int]  # recorded versions this agenttrail does not know: a newer one migrated it
+
+
+def migrate_store(store: Store, migrations: Sequence[Migration], *, dry_run: bool) -> MigrateOutcome:
+    """List the migrations `store` lacks and, unless `dry_run`, apply them as serve does at start.
+    A failed statement raises MigrationFailed naming its migration and those applied before it
+    (they stay applied and recorded: every statement is idempotent, so running it again resumes)."""
+    ordered = combine(migrations)
+    recorded = recorded_versions(store)
+    pending = [migration for migration in ordered if migration.version not in recorded]
+    newer = newer_than_known(ordered, recorded)
+    if dry_run or not pending:
+        return MigrateOutcome(pending, [], newer)
+    try:
+        migrate(store, migrations)
+    except StoreError as exc:
+        recorded = recorded_versions(store)
+        done = [migration for migration in pending if migration.version in recorded]
+        failed = next(migration for migration in pending if migration.version not in recorded)
+        raise MigrationFailed(
+            f"schema migration {failed.version} ({failed.name}) failed: {exc}; "
+            + (
+                f"applied before it: {', '.join(str(m.version) for m in done)}"
+                if done
+                else "none was applied"
+            )
+        ) from exc
+    return MigrateOutcome(pending, pending, newer)
 
 
 def schema_statements(

@@ -321,13 +321,11 @@ class Sidecar:
             limits=SpanLimits(max_age_days=config.span_max_age_days, max_future_s=config.span_max_future_s),
         )
         try:
-            self._open_store()
+            self._open_store_and_start_on_it()
         except StoreUnavailable as exc:
-            if self.location.embedded:  # local: nothing will come up by waiting
+            if self.location.embedded or self._storage_started:  # local: nothing comes up by waiting
                 raise
             self._begin_store_wait(exc)
-        else:
-            self._start_storage()
         self._start_receivers(config)
         if self._store_wait is not None:
             self._connector = threading.Thread(
@@ -357,6 +355,33 @@ class Sidecar:
             store.close()
             raise
         self.store = store
+
+    def _open_store_and_start_on_it(self) -> None:
+        """`_open_store` then `_start_storage`. A server lost between the two (after the
+        migrations, before the writer runs) is undone, so the caller can wait for it again."""
+        self._open_store()
+        try:
+            self._start_storage()
+        except StoreUnavailable as exc:
+            if not self._storage_started:
+                self._abandon_storage(exc)
+            raise
+
+    def _abandon_storage(self, exc: StoreUnavailable) -> None:
+        """Undo a `_start_storage` that lost the server before anything ran on it: its clients
+        closed, the pipeline detached (acknowledging into the spool again)."""
+        why = self.location.redact(str(exc))
+        log.warning(
+            "lost the store after migrating it, before the writer started (%s); waiting for it again", why
+        )
+        assert self.pipeline is not None
+        self.pipeline.detach(why)
+        self.assembler = None
+        for store in [*self._stores, self.store]:
+            if store is not None:
+                store.close()
+        self._stores.clear()
+        self.store = None
 
     def _start_storage(self) -> None:
         """What runs on the store, in order: assembler, spool replay, writer, workers."""
@@ -418,12 +443,9 @@ class Sidecar:
                 with self._transition:
                     if self._connect_stop.is_set():
                         return
-                    self._open_store()
-                    self._start_storage()
+                    self._open_store_and_start_on_it()
             except StoreUnavailable as exc:
-                if self._storage_started or self.store is not None:
-                    # Lost again between the migrations and the writer's start: exit, and a
-                    # restart waits again (the spool keeps what was acknowledged).
+                if self._storage_started:  # the store parts run: not undone; a restart waits again
                     self._fail(exc, "lost the store while starting on it")
                     return
                 wait.last_error = self.location.redact(str(exc))

@@ -11,7 +11,7 @@ the migration list and the config sections, starts without them.
     drift monitor     the drift monitor, the stats and drift read routes
     evaluator         the online scoring worker and the scores route (scoring/)
     judges            the judge worker, its reload on SIGHUP, the decisions and judges routes
-    alerts            the rule evaluator and its delivery
+    alerts            the rule evaluator, its delivery and its reload on SIGHUP
     export, report    OTLP and Prometheus metrics, the report route
     evaluation API    gRPC, sharing the judges' clients (and so each model's budget)
     admin             write endpoints and backfill jobs at /api/v1/admin
@@ -84,11 +84,17 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
     )
     # After the judges' reload: a reload warns about the edited sections it does not take.
     sidecar.on_reload.append(config_sections.restart_needed_check(config_file))
-    install_alerts(sidecar, settings.alerts)
+    alerts = install_alerts(
+        sidecar,
+        settings.alerts,
+        reread=(lambda: config_sections.load_alerts(config_file)) if config_file else None,
+    )
     install_export_and_report(sidecar, settings.metrics_export)
     api_judges = install_api(sidecar, evaluator.metrics, settings.judges, judge_clients)
     judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
     install_admin(sidecar, judges, scoring)
-    install_console(sidecar, evaluator=evaluator, alerts=settings.alerts, scoring=scoring, judges=judges)
+    install_console(
+        sidecar, evaluator=evaluator, alert_rules=lambda: alerts.config.rules, scoring=scoring, judges=judges
+    )
     install_mcp(sidecar, evaluator.metrics)
     return sidecar

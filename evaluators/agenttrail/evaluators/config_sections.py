@@ -345,14 +345,15 @@ def _load_one(
 
 log = logging.getLogger(__name__)
 
-# The sections a reload (SIGHUP, `agenttrail judges reload`) takes; the others wait for a restart.
-RELOADED_SECTIONS: Final = frozenset({"judges", "judge_defaults"})
+# The sections a reload (SIGHUP) takes (`agenttrail judges reload` the judges'); the others wait
+# for a restart.
+RELOADED_SECTIONS: Final = frozenset({"judges", "judge_defaults", "alerts"})
 
 
 def restart_needed_check(config_file: str | None) -> Callable[[], list[str]]:
     """A reload hook that reads `config_file` again and warns, naming them, about the sections
-    edited since now that a reload does not take (alerts, drift, collector...), so an edited
-    alert rule followed by `systemctl reload` does not look applied; returns those sections.
+    edited since now that a reload does not take (drift, collector...), so an edited drift
+    setting followed by `systemctl reload` does not look applied; returns those sections.
     An unreadable file is left to the judges' reload to report."""
     started = _document(config_file)
 
@@ -372,7 +373,7 @@ def restart_needed_check(config_file: str | None) -> Callable[[], list[str]]:
                 "take effect at the next restart",
                 config_file,
                 ", ".join(changed),
-                " and ".join(sorted(RELOADED_SECTIONS)),
+                ", ".join(sorted(RELOADED_SECTIONS)),
             )
         return changed
 

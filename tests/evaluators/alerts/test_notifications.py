@@ -409,3 +409,39 @@ def test_log_channel_says_what_fired_and_what_resolved(
         ("ops-log", "firing"),
         ("ops-log", "resolved"),
     ]
+
+
+def test_a_reloaded_section_retargets_kept_channels_and_resolves_removed_rules_silently(
+    alert_store: Any, webhook: WebhookServer, evaluators: Evaluators
+) -> None:
+    """`reconfigure` (SIGHUP's reload): the kept rule's firing alert stays firing and is not
+    posted again, its edited channel's next notification goes to the new URL, a removed rule's
+    alert resolves with no notification (its history says why), and a removed channel's thread
+    stops."""
+    kept = {**SPIKE, "filter": {"agent": ["checkout", "marker"]}, "channels": ["hook"]}
+    other = {**SPIKE, "name": "search-failures", "filter": {"agent": "search"}, "channels": ["hook"]}
+    channels = {"hook": channel(webhook, "webhook", "/old"), "spare": channel(webhook, "webhook", "/spare")}
+    evaluator, clock = evaluators(channels, [kept, other])
+    insert_runs(alert_store, agent="checkout", at=clock.now, count=30, failed=15)
+    insert_runs(alert_store, agent="search", at=clock.now, count=30, failed=15)
+    evaluator.run_once()
+    assert {body["rule"] for body in webhook.wait_for("/old", 2)} == {"checkout-failures", "search-failures"}
+    spare = evaluator.dispatcher.senders["spare"]
+
+    edited = {"hook": channel(webhook, "webhook", "/new")}
+    config = AlertsConfig.from_mapping({"channels": edited, "rules": [kept]}, "test")
+    evaluator.reconfigure(config)
+    clock.advance(60)
+    changes = evaluator.run_once()
+    assert evaluator.config is config
+    assert [change.notify for change in changes] == [None]  # still firing: not announced again
+    assert not spare.alive()
+    assert set(evaluator.dispatcher.senders) == {"log", "hook"}
+    removed = wait_history(alert_store, "search-failures", lambda rows: rows[-1]["to"] == "resolved")
+    assert "removed from the configuration" in removed[-1]["detail"]
+    assert [r for r in removed if r["notification"] == "resolved"] == []
+    assert [a["rule"] for a in query_alerts(alert_store, AlertFilter())] == ["checkout-failures"]
+
+    delivered = marker_delivered(alert_store, webhook, evaluator, clock, "/new")
+    assert [body["group"] for body in delivered] == [{"agent": "marker"}]
+    assert len(webhook.bodies("/old")) == 2  # nothing more went to the old URL

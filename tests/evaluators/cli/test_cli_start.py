@@ -136,7 +136,7 @@ def test_importing_a_command_module_registers_nothing() -> None:
     )
     before, after = json.loads(done.stdout.rsplit("@@", 1)[1])
     assert after == before
-    assert before[0] == ["config", "schema", "serve", "spool", "trajectories"]
+    assert before[0] == ["config", "migrate", "schema", "serve", "spool", "trajectories"]
 
 
 def test_without_the_sidecar_extra_the_cli_says_how_to_install_it() -> None:

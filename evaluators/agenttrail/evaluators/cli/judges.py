@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("trace_id", metavar="TRACE_ID")
 @store_options
-@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 @click.option(
     "--server",
     help="Ask a running sidecar's HTTP API at this URL (http://host:4318), "
@@ -191,7 +193,9 @@ def judges() -> None:
 
 @judges.command("list")
 @store_options
-@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 @click.option(
     "--server",
     help="Ask a running sidecar's HTTP API at this URL (http://host:4318), "

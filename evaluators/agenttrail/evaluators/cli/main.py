@@ -146,7 +146,9 @@ def references_load(
 
 @references.command("list")
 @store_options
-@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table")
+@click.option(
+    "--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 def references_list(
     store: str | None, database: str | None, config_file: str | None, output_format: str
 ) -> None:

@@ -65,7 +65,7 @@ class ConsoleSettings:
     bearer_token: str | None = None
     evaluator: EvaluatorConfig = field(default_factory=EvaluatorConfig)
     judges: Callable[[], Sequence[AuditSubject]] = tuple  # the configured LLM judges' audit subjects, now
-    alert_rules: Sequence[AlertRule] = ()
+    alert_rules: Callable[[], Sequence[AlertRule]] = lambda: ()  # those in force (a reload changes them)
     on_references_changed: Callable[[], None] | None = None  # e.g. make the evaluator worker rescan its queue
 
     @property
@@ -351,7 +351,7 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
             )
 
         current, history = await store.run(work)
-        rules = [(rule, describe_rule(rule)) for rule in settings.alert_rules]
+        rules = [(rule, describe_rule(rule)) for rule in settings.alert_rules()]
         return page(request, "alerts.html", alerts=current, history=history, rules=rules)
 
     async def alert_rule(request: Request) -> Response:
@@ -364,7 +364,7 @@ def create_app(store_factory: Callable[[], Store], settings: ConsoleSettings | N
             )
 
         current, history = await store.run(work)
-        rule = next((r for r in settings.alert_rules if r.name == name), None)
+        rule = next((r for r in settings.alert_rules() if r.name == name), None)
         if rule is None and not current and not history:
             return problem(request, f"no alert rule named {name!r} and no alerts of that name stored", 404)
         return page(

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.console.runs import RunsFilter, list_runs
 from agenttrail.evaluators.judges.setup import LiveJudges, audit_subjects
-from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
+from agenttrail.evaluators.monitoring.alerts.config import AlertRule
 from agenttrail.evaluators.scoring.audit import AuditSubject
 from agenttrail.evaluators.scoring.worker import EvaluatorConfig, EvaluatorWorker
 
@@ -19,14 +20,14 @@ def install_console(
     sidecar: Sidecar,
     *,
     evaluator: EvaluatorConfig,
-    alerts: AlertsConfig,
+    alert_rules: Callable[[], Sequence[AlertRule]],
     scoring: EvaluatorWorker | None = None,
     judges: LiveJudges | None = None,
 ) -> None:
     """Add the runs read route and mount the console. The composition root hands over what it
-    reads: the evaluator's and the alerts' settings, the evaluator's worker (woken when
-    references change) and the judges in force (a run's audit lists them as they are when the
-    page is asked for, after any reload)."""
+    reads: the evaluator's settings, the alert rules in force, the evaluator's worker (woken
+    when references change) and the judges in force (the rules and a run's audit as they are
+    when the page is asked for, after any reload)."""
     store = sidecar.lazy_store()
 
     def runs_route(params: dict[str, str]) -> list[dict[str, Any]]:
@@ -46,7 +47,7 @@ def install_console(
         bearer_token=sidecar.config.bearer_token,
         evaluator=evaluator,
         judges=judge_subjects,
-        alert_rules=alerts.rules,
+        alert_rules=alert_rules,
         on_references_changed=scoring.rescan if scoring else None,
     )
     sidecar.mount_app(PREFIX, create_app(sidecar.new_store, settings), announce="web console")

@@ -6,7 +6,8 @@ channel therefore delays only its own notifications, and never rule evaluation. 
 outcome is recorded in `alert_history` (`delivered`, `retrying`, `failed`); a notification that
 finds its channel's queue full is `dropped` and counted. Queued notifications live in memory:
 a restart loses them (the alert state is persisted, so a firing alert re-notifies after its
-repeat interval).
+repeat interval). A reload (`Dispatcher.reconfigure`) keeps the sender, and so the queue, of
+every channel still configured; an edited channel's queued notifications go where it now points.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ class ChannelSender(BackgroundLoop):
         self.wake()
         return True
 
+    def retarget(self, channel: ChannelConfig, queue_size: int) -> None:
+        """Send what is queued, and what comes, with the reloaded `channel` (same name)."""
+        with self._lock:
+            self.channel, self._queue_size = channel, queue_size
+
     def count_failure(self, message: str) -> None:
         self.counters.errors += 1
 
@@ -108,7 +114,8 @@ class ChannelSender(BackgroundLoop):
             self._attempt(job)
 
     def _attempt(self, job: _Job) -> None:
-        channel = self.channel
+        with self._lock:
+            channel = self.channel
         job.attempt += 1
         try:
             self._send(channel, job.notification)
@@ -166,10 +173,39 @@ class Dispatcher:
         sender: Callable[[ChannelConfig, Notification], None] = send,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.senders = {
-            name: ChannelSender(channel, recorder, queue_size=queue_size, sender=sender, clock=clock)
-            for name, channel in channels.items()
-        }
+        self._recorder, self._sender, self._clock = recorder, sender, clock
+        self._started = False
+        self.senders = {name: self._new_sender(channel, queue_size) for name, channel in channels.items()}
+
+    def _new_sender(self, channel: ChannelConfig, queue_size: int) -> ChannelSender:
+        return ChannelSender(
+            channel, self._recorder, queue_size=queue_size, sender=self._sender, clock=self._clock
+        )
+
+    def reconfigure(self, channels: Mapping[str, ChannelConfig], queue_size: int) -> None:
+        """Take a reloaded `channels:` section: a channel kept by name keeps its sender and queue
+        (retargeted if edited), a new one gets a sender, a removed one's sender stops and what
+        it still held is dropped, logged. Called on the evaluator's thread, which alone submits."""
+        senders: dict[str, ChannelSender] = {}
+        for name, channel in channels.items():
+            kept = self.senders.get(name)
+            if kept is None:
+                kept = self._new_sender(channel, queue_size)
+                if self._started:
+                    kept.start()
+            else:
+                kept.retarget(channel, queue_size)
+            senders[name] = kept
+        removed = [sender for name, sender in self.senders.items() if name not in channels]
+        self.senders = senders  # one assignment: health checks read it from other threads
+        for sender in removed:
+            sender.stop()
+            if sender.queued:
+                log.warning(
+                    "alert channel %s was removed by a reload: %d queued notification(s) dropped",
+                    sender.channel.name,
+                    sender.queued,
+                )
 
     def submit(
         self, notification: Notification, alert: AlertInstance, channels: Iterable[str]
@@ -196,6 +232,7 @@ class Dispatcher:
         return events
 
     def start(self) -> None:
+        self._started = True
         for sender in self.senders.values():
             sender.start()
 

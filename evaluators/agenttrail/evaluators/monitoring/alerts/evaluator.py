@@ -5,11 +5,18 @@ State survives a restart: the first cycle loads pending and firing alerts from `
 so a firing alert is not announced twice and `for` keeps counting from when it started. A rule
 whose query fails is logged and counted; the other rules are still evaluated. Store writes that
 fail (state rows, history rows) are kept, bounded, and retried next cycle.
+
+A reload (SIGHUP) hands a new `AlertsConfig` to `reconfigure`; the evaluator's own thread takes
+it at the start of its next cycle (woken at once), so rules, channels and the book never change
+under an evaluation. Alerts are keyed by rule name and group, so a kept rule's pending and firing
+alerts, and when they last notified, carry over (an edited rule's too, as Prometheus keeps an
+edited rule's alerts); a removed rule's alerts are resolved without a notification, as at start.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,6 +86,8 @@ class AlertEvaluator(BackgroundLoop):
             config.channels, self.recorder, queue_size=config.queue_size, sender=sender, clock=clock
         )
         self.book: AlertBook | None = None
+        self._reloaded: AlertsConfig | None = None  # handed over by reconfigure, taken by run_once
+        self._reload_lock = threading.Lock()  # reconfigure runs on serve's main thread (SIGHUP)
         self._unsaved: dict[str, AlertInstance] = {}
         self._refreshed: dict[tuple[str, str], float] = {}  # (fingerprint, channel) -> last keep-alive
 
@@ -89,9 +98,30 @@ class AlertEvaluator(BackgroundLoop):
         return self._store
 
     def start(self) -> None:
-        log.info("alert rules: %s", "; ".join(describe_rule(rule) for rule in self.config.rules))
+        rules = "; ".join(describe_rule(rule) for rule in self.config.rules)
+        log.info("alert rules: %s", rules or "none configured (a reload may add some)")
         self.dispatcher.start()
         super().start()
+
+    def reconfigure(self, config: AlertsConfig) -> None:
+        """Evaluate `config` (a reloaded, checked section) from the next cycle, which runs now."""
+        with self._reload_lock:
+            self._reloaded = config
+        self.wake()
+
+    def _take_reloaded(self) -> None:
+        with self._reload_lock:
+            config, self._reloaded = self._reloaded, None
+        if config is None:
+            return
+        if self.book is not None:
+            retired = self.book.retire({rule.name: rule for rule in config.rules}, self.clock())
+            self.recorder.record([event for change in retired for event in transition_events(change)])
+            self._save(retired)
+        self.dispatcher.reconfigure(config.channels, config.queue_size)
+        self._refreshed = {key: at for key, at in self._refreshed.items() if key[1] in config.channels}
+        self._poll_interval_s = config.evaluation_interval_s
+        self.config = config
 
     def stop(self, timeout_s: float = 10.0) -> None:
         super().stop(timeout_s)
@@ -121,6 +151,9 @@ class AlertEvaluator(BackgroundLoop):
 
     def run_once(self) -> list[Change]:
         """Evaluate every rule once at the clock's current time; returns what changed."""
+        self._take_reloaded()
+        if not self.config.rules and self.book is None:
+            return []  # nothing configured yet, nothing restored to resolve: no store read
         book = self.load()
         now = self.clock()
         self.counters.cycles += 1

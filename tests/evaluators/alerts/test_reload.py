@@ -1,0 +1,119 @@
+"""SIGHUP to a real `agenttrail serve` process reloads the alerts section, as Prometheus and
+Alertmanager reload theirs: new rules and channels take effect, a kept rule's firing alert is not
+announced again, and a section that does not parse is refused while the rules in force run on."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from otlp_builders import BASE_NS, agent_span, new_span_id, new_trace_id, request
+from serve_processes import AGENTTRAIL, wait_ready
+
+from .webhook_server import WebhookServer
+
+pytestmark = pytest.mark.timeout(600)  # a serve start-up can take minutes on a loaded machine
+
+
+def slow_rule(name: str, channel: str) -> dict[str, Any]:
+    """Fires at once on any run slower than 10 ms in the last hour."""
+    return {
+        "name": name,
+        "kind": "latency_above",
+        "params": {"threshold_s": 0.01, "min_runs": 1, "window": "1h"},
+        "channels": [channel],
+    }
+
+
+def write_alerts(config: Path, channels: dict[str, str], rules: list[dict[str, Any]]) -> None:
+    section = {
+        "evaluation_interval": "1s",
+        "channels": {name: {"type": "webhook", "url": url} for name, url in channels.items()},
+        "rules": rules,
+    }
+    config.write_text(yaml.safe_dump({"alerts": section}))
+
+
+def get(http: str, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{http}{path}", timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def wait_for_log(log: Path, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not in serve's log:\n{log.read_text()}")
+
+
+def send_slow_run(grpc_address: str) -> None:
+    """One 100 ms run that starts now (the spans' times are offsets from BASE_NS)."""
+    now_ms = (time.time_ns() - BASE_NS) / 1e6
+    body = request(agent_span(new_trace_id(), new_span_id(), now_ms, now_ms + 100)).SerializeToString()
+    with grpc.insecure_channel(grpc_address) as channel:
+        channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(body, timeout=30)
+
+
+def test_sighup_reloads_alert_rules_and_channels_keeping_the_state_of_kept_rules(
+    tmp_path: Path, processes: list[subprocess.Popen[str]], webhook: WebhookServer
+) -> None:
+    """After SIGHUP the new rule fires to the new channel, the kept rule's firing alert is not
+    posted again, `/api/v1/alerts/test` and the console know the new rule, and no restart warning
+    names alerts; a broken edit is refused (the log names the key) and the rules stay in force."""
+    config, store, log_path = tmp_path / "agenttrail.yaml", tmp_path / "store", tmp_path / "serve.log"
+    first = {"hook": webhook.url("/first")}
+    write_alerts(config, first, [slow_rule("slow", "hook")])
+    log = log_path.open("w")
+    addresses = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--quiet-period-s", "0.3"]
+    serve = subprocess.Popen(
+        [*AGENTTRAIL, "serve", "--config", str(config), "--store", str(store), *addresses],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    processes.append(serve)
+    info = wait_ready(store, serve)
+    send_slow_run(info["grpc"])
+    (fired,) = webhook.wait_for("/first", 1, timeout=120)
+    assert (fired["rule"], fired["kind"]) == ("slow", "firing")
+
+    both = {**first, "pager": webhook.url("/second")}
+    write_alerts(config, both, [slow_rule("slow", "hook"), slow_rule("slower", "pager")])
+    serve.send_signal(signal.SIGHUP)
+    (added,) = webhook.wait_for("/second", 1, timeout=60)
+    assert (added["rule"], added["kind"]) == ("slower", "firing")
+    time.sleep(3)  # three more evaluations: the kept rule's alert stays firing, announced once
+    assert len(webhook.bodies("/first")) == 1
+    status, body = get(info["http"], "/api/v1/alerts/test?rule=slower&since=1h")
+    assert status == 200, body
+    status, page = get(info["http"], "/console/alerts")
+    assert status == 200, page
+    assert "slower" in page
+
+    broken = slow_rule("slower", "pager") | {"for": "soon"}
+    write_alerts(config, both, [slow_rule("slow", "hook"), broken])
+    serve.send_signal(signal.SIGHUP)
+    wait_for_log(log_path, "reload refused")
+    assert serve.poll() is None, "serve keeps running"
+    status, body = get(info["http"], "/api/v1/alerts/test?rule=slower&since=1h")
+    assert status == 200, body  # the section in force is still the last good one
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(60) == 0
+    logged = log_path.read_text()
+    refusal = next(line for line in logged.splitlines() if "reload refused" in line)
+    assert "alerts.rules[slower].for: 'soon' is not a duration" in refusal, refusal
+    assert "alerts section reloaded: rules added slower; channels added pager" in logged
+    assert "changed since serve started" not in logged
