@@ -85,7 +85,7 @@ SETTINGS optimize_aggregation_in_order = 1
 # pending revision's newest row, as FINAL would have. That row is the one FINAL gave the first
 # query, so it passes the same `where`: with it, the skip indexes (`AssembledAt` for the queue
 # cursor) leave out granules of runs assembled before, where a batch's random ids otherwise
-# read every granule of the table (asm23: 29 -> ~6 us a run with 1M runs stored).
+# read every granule of the table (asm23: 29-31 -> 9-11 us a run with 1M runs stored).
 _PENDING_ROWS = """
 SELECT t.TraceId, t.RootSpanId, t.Revision, t.Version, {columns}
 FROM trajectories AS t
