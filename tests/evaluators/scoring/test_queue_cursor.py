@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from otlp_builders import new_trace_id
-from trajectory_rows import agent_run, store_runs
+from trajectory_rows import agent_run, deleted_row, insert_trajectories, store_runs
 
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
@@ -76,3 +76,31 @@ def test_a_full_batch_keeps_the_cursor_so_the_rest_of_the_backlog_follows(store:
     assert worker.run_once() == 3
     worker.cycle()
     assert backlog <= decided(store)
+
+
+def test_between_full_scans_only_a_runs_latest_row_is_pending(store: Any) -> None:
+    """Between full scans the queue groups the window's rows by run instead of reading FINAL:
+    a revision re-assembly replaced before it was scored, and a run re-assembly deleted, are not
+    pending; the replacing revision is, once, with its own calls."""
+    worker = drained_worker(store, full_scan_interval_s=3600)
+    run = agent_run(start=time.time() - 60, task="t", tools=["lookup"])
+    replaced = agent_run(
+        start=time.time() - 60,
+        trace_id=run.trace_id,
+        root_span_id=run.root_span_id,
+        task="t",
+        tools=["lookup", "refund"],
+    )
+    store_runs(store, [run], revision=1, assembled_at=time.time() - 2)
+    store_runs(store, [replaced], revision=2, assembled_at=time.time() - 1)
+    gone = agent_run(start=time.time() - 60, task="t", tools=["lookup"])
+    store_runs(store, [gone], revision=1, assembled_at=time.time() - 2)
+    insert_trajectories(store, [deleted_row(gone, version=2)])
+    worker.cycle()
+    rows = store.query(
+        "SELECT TraceId, Revision, count() FROM evaluation_decisions WHERE TraceId IN {ids:Array(String)} "
+        "GROUP BY TraceId, Revision",
+        {"ids": [run.trace_id, gone.trace_id]},
+    )
+    assert rows == [(run.trace_id, 2, 1)]
+    assert worker.counters.scored_runs == 2  # the first run's, and the replacing revision's

@@ -19,6 +19,13 @@ from typing import Any, NamedTuple
 
 from agenttrail.collector.runs import predicted_calls
 from agenttrail.evaluators.metrics import ConfiguredMetric, compute_metrics
+from agenttrail.evaluators.scoring.name_only import (
+    NameCounts,
+    count_names,
+    name_only_metrics,
+    outcome_from_counts,
+    stored_names,
+)
 from agenttrail.evaluators.scoring.references import ReferenceEntry
 
 # A pool task this size is a few ms of metrics: large enough that sending it costs little,
@@ -70,17 +77,34 @@ def task_specs(entry: ReferenceEntry, metrics: Iterable[str]) -> list[Configured
 def score_runs(
     runs: Sequence[RunToScore], references: Mapping[str, ReferenceEntry], metrics: Sequence[str]
 ) -> list[Outcome]:
-    """Each run's outcome, in order; `references` by task (a pool task's whole input)."""
+    """Each run's outcome, in order; `references` by task (a pool task's whole input). A task
+    whose reference matches by name alone is scored from its runs' tool names (name_only.py),
+    each distinct sequence of names counted once a batch."""
     specs: dict[str, list[ConfiguredMetric] | Exception] = {}
+    by_name: dict[str, tuple[tuple[ConfiguredMetric, ...], tuple[str, ...]] | None] = {}
+    counted: dict[tuple[str, tuple[str, ...]], NameCounts] = {}
     outcomes: list[Outcome] = []
     for run in runs:
         entry = references.get(run.task) if run.task else None
         if entry is None:
-            outcomes.append(score_run(run, None, []))
+            if stored_names(run.tool_calls) is None:
+                outcomes.append(score_run(run, None, []))
+            else:  # readable calls and no reference: latency and failure alone
+                outcomes.append({"latency": run.latency_s, "failure": float(run.failed)})
             continue
         if run.task not in specs:
-            specs[run.task] = task_specs(entry, metrics)
-        outcomes.append(score_run(run, entry, specs[run.task]))
+            found = specs[run.task] = task_specs(entry, metrics)
+            plan = None if isinstance(found, Exception) else name_only_metrics(entry.reference, found)
+            by_name[run.task] = None if plan is None else (plan, tuple(call.name for call in entry.reference))
+        task = by_name[run.task]
+        names = None if task is None else stored_names(run.tool_calls)
+        if task is None or names is None:
+            outcomes.append(score_run(run, entry, specs[run.task]))
+            continue
+        counts = counted.get((run.task, names))
+        if counts is None:
+            counts = counted[run.task, names] = count_names(names, task[1])
+        outcomes.append(outcome_from_counts(task[0], counts, run.latency_s, run.failed))
     return outcomes
 
 

@@ -236,6 +236,7 @@ class EvaluatorWorker(RunQueueWorker):
             params=params,
             shard=shard,
             limit=self.config.batch_size,
+            lower_bound=not full_scan,  # the cursor bounds AssembledAt from below: a few seconds' runs
         )
         if not rows:
             self._drained(asked_at, full_scan)
