@@ -89,7 +89,10 @@ class ToolCall:
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> ToolCall:
         """A stored call (``to_json``'s form) read back; a missing field takes its default, a
-        missing input or output is ABSENT. Times are not stored (0)."""
+        missing input or output is ABSENT. Times are not stored (0). A call that is not an object
+        with a name is a ValueError saying so (rows another writer stored can look like that)."""
+        if not isinstance(stored, Mapping) or "name" not in stored:
+            raise ValueError(f"a stored tool call must be an object with a name, got {_shown(stored)}")
         latency = stored.get("latency_ms")
         return cls(
             str(stored["name"]),
@@ -116,8 +119,17 @@ class ToolCall:
 
 def predicted_calls(stored: Iterable[Mapping[str, Any]]) -> list[ToolCall]:
     """Calls in the stored form (`to_json`: a `trajectories` row, `agenttrail trajectories --format
-    json`, a dataset of such runs) as the metrics compare them."""
+    json`, a dataset of such runs) as the metrics compare them; anything but a list of calls is
+    a ValueError."""
+    if not isinstance(stored, list | tuple):
+        raise ValueError(f"stored tool calls must be a list of calls, got {_shown(stored)}")
     return [ToolCall.from_json(call).as_predicted() for call in stored]
+
+
+def _shown(value: object) -> str:
+    """`value` in an error message, cut short: a stored row can be large."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True, slots=True)

@@ -395,3 +395,40 @@ def test_metrics_computed_in_worker_processes_store_what_the_thread_stores(store
     in_processes = outcome(2)
     assert (len(in_processes[0]), len(in_processes[1])) == (len(in_thread[0]), len(in_thread[1]))
     assert in_processes == in_thread
+
+
+def test_runs_whose_stored_calls_are_malformed_are_decided_as_errors_and_the_batch_goes_on(
+    store: Any,
+) -> None:
+    """Rows another writer stored with calls that are not a list of named objects each get an
+    error decision naming what was wrong; the well-formed runs of the same batch are scored.
+    Before, such a row raised KeyError out of the batch, which was retried for ever."""
+    from agenttrail.collector.schema import migrate
+
+    migrate(store, EVALUATOR_MIGRATIONS)
+    store_reference_set(store, parse_reference_set(REFERENCES), source="test")
+    now = time.time()
+    refund = [{"name": "refund", "input": None}]
+    runs = [agent_run(start=now + i, trace_id=new_trace_id(), task="refund", tools=refund) for i in range(4)]
+    rows = [run_row(run) for run in runs]
+    malformed = {
+        runs[0].trace_id: '[{"input": {}}]',
+        runs[1].trace_id: '{"name": "refund"}',
+        runs[2].trace_id: '[["refund"]]',
+    }
+    rows = [row._replace(ToolCalls=malformed.get(row.TraceId, row.ToolCalls)) for row in rows]
+    insert_trajectories(store, rows)
+    worker = EvaluatorWorker(store.clone, EvaluatorConfig(batch_size=8), worker_id="w")
+    try:
+        while worker.run_once():
+            pass
+    finally:
+        worker.stop()
+    decisions = dict(store.query("SELECT TraceId, Detail FROM evaluation_decisions FINAL"))
+    assert set(decisions) == {run.trace_id for run in runs}
+    assert "must be an object with a name, got {'input': {}}" in decisions[runs[0].trace_id]
+    assert "must be a list of calls, got {'name': 'refund'}" in decisions[runs[1].trace_id]
+    assert "must be an object with a name, got ['refund']" in decisions[runs[2].trace_id]
+    assert not decisions[runs[3].trace_id].startswith("cannot score")
+    scored = {trace for (trace,) in store.query("SELECT DISTINCT TraceId FROM scores")}
+    assert scored == {runs[3].trace_id}
