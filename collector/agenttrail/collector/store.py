@@ -52,9 +52,15 @@ EMBEDDED_ENGINE: dict[str, int | str] = {
 # Merges of 16,384 rows and more go column by column (ClickHouse: 131,072), as `otel_traces` and
 # `trajectories` set for themselves: a row-by-row merge holds a block of every column of every
 # part, and `scores`' merges of ~100 small parts held 110 MiB under overload (35 this way).
+# Parts are written in compressed blocks of at most 256 KiB (ClickHouse: 1 MiB), and a merge's
+# blocks hold at most 1 MiB (ClickHouse: 10 MiB): a merge holds a decompressed block and a block
+# of rows of each part it reads, so a merge of 16 span parts held 73 MiB, 48 with both, and one of
+# 16 `trajectories` parts 69 MiB, 40 ("rss23"; either alone took off about half of that).
 ENGINE_MERGE_TREE: dict[str, int] = {
     "index_granularity_bytes": 1024 * 1024,
     "vertical_merge_algorithm_min_rows_to_activate": 16384,
+    "max_compress_block_size": 256 * 1024,
+    "merge_max_block_size_bytes": 1024 * 1024,
 }
 
 
