@@ -123,6 +123,8 @@ def test_cluster_tables_run_without_replication(store: Store) -> None:
     assert "TTL toDateTime(Timestamp) + toIntervalDay(14)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE scores_local")[0]
     assert "TTL toDateTime(RunStart) + toIntervalDay(365)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE score_starts_of_revised_runs_local")[0]
+    assert "TTL toDateTime(RunStart) + toIntervalDay(365)" in ddl
 
 
 def test_replicas_only_keeps_the_table_names() -> None:
@@ -146,14 +148,17 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     removes it."""
     migrate(store, tuple(all_migrations()))
     first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
-    # 7, the rollups' hash samples, the runs stored again, the hourly rollups and their pointers
-    assert len(first) == 15
+    # 7, the rollups' hash samples, the runs stored again and their score starts, the hourly
+    # rollups and their pointers
+    assert len(first) == 16
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_hour")[0]
     assert "TTL toDateTime(Hour) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_start_sample")[0]
     assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE runs_revised")[0]
     assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE score_starts_of_revised_runs")[0]
+    assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
     assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE trajectories")[0]
@@ -169,6 +174,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
         "ALTER TABLE evaluation_decisions REMOVE TTL",
         "ALTER TABLE scores_by_start REMOVE TTL",
         "ALTER TABLE scores_by_start_sample REMOVE TTL",
+        "ALTER TABLE score_starts_of_revised_runs REMOVE TTL",
         "ALTER TABLE scores_by_hour REMOVE TTL",
         "ALTER TABLE lowest_by_hour REMOVE TTL",
     ]

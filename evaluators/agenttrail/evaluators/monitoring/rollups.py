@@ -344,7 +344,8 @@ INNER JOIN (
 # before its run was stored again scored revision 1, at revision 1's start; a live row at another
 # start scored a later revision (Revision != 1), whose arrival made `scores_by_start_moved_mv`
 # delete the run's earlier rows at other starts (migration 124), that row among them, unless it
-# came later (CreatedAt), that is after the run was stored again, so it is here too.
+# came later (CreatedAt), that is after the run was stored again, so it is here too. Retention
+# ages it by RunStart with `scores_by_start` (collector/schema.py's RETENTION_TABLES).
 SCORE_STARTS_OF_REVISED_RUNS = """
 CREATE TABLE IF NOT EXISTS score_starts_of_revised_runs (
     RunHash UInt64,
