@@ -371,6 +371,37 @@ FILL_SCORE_STARTS_OF_REVISED_RUNS = (
     f"WHERE IsDeleted = 0 AND {_RUN_HASH} IN (SELECT RunHash FROM runs_revised)"
 )
 
+# Migration 126: per (metric, evaluator version, UTC day) of `scores_by_start`'s rows as stored
+# (markers and replaced rows too, as `sources.overlap_bounds` reads them), the first and last
+# start, so drift's versions' overlap reads whole days here instead of every row of its span
+# (the whole table against a version: 0.13 s CPU on 1M runs); the edge days are read as before.
+# A view writes it, the fill adds the stored rows (min and max: a row both write changes
+# nothing). Rows deleted since (the sweep, merges) leave it a superset, which only widens the
+# overlap (still exact). Retention ages a day's row a day after its day's last rows
+# (`AgedFrom`), so they are gone from `scores_by_start` first.
+SCORE_VERSION_DAYS = """
+CREATE TABLE IF NOT EXISTS score_version_days (
+    Metric LowCardinality(String),
+    EvaluatorVersion LowCardinality(String),
+    Day Date,
+    First SimpleAggregateFunction(min, DateTime64(6)),
+    Last SimpleAggregateFunction(max, DateTime64(6)),
+    AgedFrom SimpleAggregateFunction(max, DateTime('UTC')) DEFAULT toDateTime(Day, 'UTC') + toIntervalDay(2)
+) ENGINE = AggregatingMergeTree
+ORDER BY (Metric, EvaluatorVersion, Day)
+"""
+_VERSION_DAYS = (
+    "SELECT Metric, EvaluatorVersion, toDate(RunStart, 'UTC') AS Day, min(RunStart) AS First, "
+    "max(RunStart) AS Last FROM scores_by_start GROUP BY Metric, EvaluatorVersion, Day"
+)
+SCORE_VERSION_DAYS_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS score_version_days_mv TO score_version_days
+AS {_VERSION_DAYS}
+"""
+FILL_SCORE_VERSION_DAYS = (
+    f"INSERT INTO score_version_days (Metric, EvaluatorVersion, Day, First, Last) {_VERSION_DAYS}"
+)
+
 ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         116,
@@ -430,5 +461,10 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
         125,
         "the score starts of the runs stored more than once (the split-run question)",
         (SCORE_STARTS_OF_REVISED_RUNS, SCORE_STARTS_OF_REVISED_RUNS_MV, FILL_SCORE_STARTS_OF_REVISED_RUNS),
+    ),
+    Migration(
+        126,
+        "each evaluator version's first and last score start per day (drift's versions' overlap)",
+        (SCORE_VERSION_DAYS, SCORE_VERSION_DAYS_MV, FILL_SCORE_VERSION_DAYS),
     ),
 )
