@@ -52,6 +52,7 @@ def score_days(store: Store, base: float, rng: random.Random) -> None:
     ]
     late = [run for run in runs if run.start >= base + 2 * DAY]
     rescored = [Run(start=base + rng.uniform(2 * DAY, 4 * DAY), scores={"quality": 0.9}) for _ in range(20)]
+    rescored.append(Run(start=base + 2 * DAY + 0.1, scores={"quality": 0.9}))  # see `ranges`
     for part in (runs[:60], runs[60:]):
         store.insert("scores", [row for run in part for row in score_rows(run)])
     for part in (late, rescored):
@@ -72,7 +73,9 @@ def ranges(base: float, rng: random.Random) -> list[tuple[str, str]]:
     """Ranges on day boundaries, inside one day, across days, and over everything."""
     edges = [base + day * DAY for day in range(-1, 6)]
     chosen = [(a, b) for a in edges for b in edges if a < b]
-    chosen += [(base + 2 * DAY + 60, base + 2 * DAY + 7200), (0, base + 10 * DAY)]
+    # inside a day, inside a second (after the run at 0.1 s), everything
+    chosen += [(base + 2 * DAY + 60, base + 2 * DAY + 7200), (base + 2 * DAY + 0.25, base + 2 * DAY + 0.75)]
+    chosen.append((0, base + 10 * DAY))
     for _ in range(40):
         a, b = sorted(rng.uniform(base - DAY, base + 5 * DAY) for _ in range(2))
         chosen.append((a, b))

@@ -342,15 +342,19 @@ def _day_params(since: str, until: str) -> dict[str, Any]:
     days' table, the rest from the rows (all of it when no whole day lies inside)."""
     first = math.ceil(float(since) / _DAY_S) * _DAY_S
     last = math.floor(float(until) / _DAY_S) * _DAY_S
-    if last < first:  # inside one day: the edges' condition covers the range
-        first = last = math.floor(float(until))
+    if last < first:  # inside one day: the edges [since, since) and [since, until), no day
+        first_day = last_day = since
+        first_date = last_date = _utc_date(0)
+    else:
+        first_day, last_day = ts6(first), ts6(last)
+        first_date, last_date = _utc_date(first), _utc_date(last)
     return {
         "since": since,
         "until": until,
-        "first_day": ts6(first),
-        "last_day": ts6(last),
-        "first_date": _utc_date(first),
-        "last_date": _utc_date(last),
+        "first_day": first_day,
+        "last_day": last_day,
+        "first_date": first_date,
+        "last_date": last_date,
     }
 
 
