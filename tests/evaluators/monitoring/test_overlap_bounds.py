@@ -50,9 +50,9 @@ def score_days(store: Store, base: float, rng: random.Random) -> None:
     runs = [
         Run(start=base + rng.uniform(0, 4 * DAY), scores={"quality": 0.5, "tone": 0.3}) for _ in range(120)
     ]
+    runs.append(Run(start=base + 2 * DAY + 0.1, scores={"quality": 0.5}))  # both versions': see `ranges`
     late = [run for run in runs if run.start >= base + 2 * DAY]
     rescored = [Run(start=base + rng.uniform(2 * DAY, 4 * DAY), scores={"quality": 0.9}) for _ in range(20)]
-    rescored.append(Run(start=base + 2 * DAY + 0.1, scores={"quality": 0.9}))  # see `ranges`
     for part in (runs[:60], runs[60:]):
         store.insert("scores", [row for run in part for row in score_rows(run)])
     for part in (late, rescored):
