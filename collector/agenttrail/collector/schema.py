@@ -547,6 +547,11 @@ RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
     ("runs_by_start_sample", "Start", "trajectories"),
     ("scores_by_start_sample", "RunStart", "scores"),
     ("runs_revised", "Start", "trajectories"),  # runs stored again, for drift (migration 122)
+    # Their score starts (migration 125): rows of `scores_by_start`, aged with them.
+    ("score_starts_of_revised_runs", "RunStart", "scores"),
+    # Each evaluator version's score starts per day (migration 126), aged a day after the day's
+    # last rows (its `AgedFrom`), so they go from `scores_by_start` first.
+    ("score_version_days", "AgedFrom", "scores"),
     # ... and so do their per-hour rollups (evaluators/monitoring/hourly.py).
     ("runs_by_hour", "Hour", "trajectories"),
     ("scores_by_hour", "Hour", "scores"),

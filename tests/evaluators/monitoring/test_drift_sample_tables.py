@@ -25,7 +25,12 @@ from agenttrail.collector.store import Store, parse_store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring import drift, sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, DriftSettings, load_windows
-from agenttrail.evaluators.monitoring.rollups import RUNS_REVISED, SAMPLE_LIMIT, SCORES_VERSION
+from agenttrail.evaluators.monitoring.rollups import (
+    RUNS_REVISED,
+    SAMPLE_LIMIT,
+    SCORE_STARTS_OF_REVISED_RUNS,
+    SCORES_VERSION,
+)
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
 
 from . import drift_reference as reference
@@ -35,6 +40,7 @@ from .test_rollups import History
 HOUR = 3600
 SAMPLE_VERSION = 119
 VERSION_ON_SCORES = 122
+SCORE_STARTS = 125  # reads 122's runs_revised: follows it
 IN_SAMPLE = f"cityHash64(TraceId, RootSpanId) <= {SAMPLE_LIMIT}"
 RUNS = "Agent, Start, TraceId, RootSpanId, AgentVersion, Task, Model, LatencyS, Failure, ToolNames, Version"
 SCORES = "Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion, Score, Agent, Task, CreatedAt"
@@ -155,12 +161,14 @@ def test_a_store_of_the_previous_schema_is_filled_and_a_restart_changes_nothing(
     as after a crash before the migration was recorded, change no answer."""
     store = open_database(chdb_dir, "test_sample_migration")
     try:
-        # 122 carries on these tables: it follows 119.
-        previous = [m for m in ALL_MIGRATIONS if m.version not in (SAMPLE_VERSION, VERSION_ON_SCORES)]
+        # 122 carries on these tables: it follows 119 (and 125 follows 122).
+        later = (SAMPLE_VERSION, VERSION_ON_SCORES, SCORE_STARTS)
+        previous = [m for m in ALL_MIGRATIONS if m.version not in later]
         (sample,) = [m for m in ALL_MIGRATIONS if m.version == SAMPLE_VERSION]
         migrate(store, previous)
         store.command(SCORES_VERSION)  # the column today's score rows write (122's first step)
         store.command(RUNS_REVISED)  # the table today's scores query reads (122's, filled there)
+        store.command(SCORE_STARTS_OF_REVISED_RUNS)  # today's split-run question's (125's, filled there)
         base = (time.time() // HOUR - 7) * HOUR
         history = History(store, random.Random(118), base, count=600)
         for _ in range(2):
@@ -172,7 +180,7 @@ def test_a_store_of_the_previous_schema_is_filled_and_a_restart_changes_nothing(
         settings = DriftSettings(max_samples=30)
         empty = load_windows(store, query, settings)
         assert as_lists(empty) != as_lists(reference.reference_windows(store, query, settings))
-        assert migrate(store, ALL_MIGRATIONS) == [SAMPLE_VERSION, VERSION_ON_SCORES]
+        assert migrate(store, ALL_MIGRATIONS) == list(later)
         delete_scores_of_deleted_runs(store)
         assert_samples_are_the_rollups_under_the_limit(store)
         assert_windows_are_the_reference(store, base)

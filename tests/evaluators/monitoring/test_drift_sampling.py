@@ -248,6 +248,40 @@ def test_a_newer_versions_null_score_leaves_the_older_versions_score(
     assert list(windows["bot"][1].values["trajectory_precision"]) == expected
 
 
+@pytest.mark.parametrize("tables", [sources.ROLLUPS, sources.BASE_TABLES], ids=["rollups", "base"])
+def test_two_versions_scores_written_at_one_moment_take_the_larger_versions(
+    rollup_store: Store, tables: sources.Tables
+) -> None:
+    """A run's latest score is the one with the latest (CreatedAt, EvaluatorVersion): two
+    versions' rows written in the same microsecond go to the larger version, whichever was
+    written first. Drift's runs inside the versions' overlap compare one Int128 of the
+    microseconds and the version's rank among the versions read (`sources._RANKED_LATEST`);
+    over the base tables the tuple itself. A run stored again (`_grouped`) and runs stored
+    once (`_grouped_once`) alike."""
+    store = rollup_store
+    base = (time.time() // HOUR - 7) * HOUR
+    runs = [
+        Run(start=base + HOUR + index * 60.0, scores={"trajectory_precision": 0.25}) for index in range(40)
+    ]
+    again = runs[7]
+    rescored = [replace(run, scores={"trajectory_precision": 0.75}) for run in runs]
+    # ev2's rows first, ev10's (smaller: '1' < '2') after them, at the same moment
+    store_runs(store, rescored)
+    insert_trajectories(store, [trajectory_row(again, version=2)])  # stored again, same start
+    moment = base + 6 * HOUR
+    store.insert(
+        "scores",
+        [row for run in rescored for row in score_rows(run, evaluator_version="ev2", created=moment)],
+    )
+    store.insert(
+        "scores", [row for run in runs for row in score_rows(run, evaluator_version="ev10", created=moment)]
+    )
+    query = two_hours_against_the_hour_before(base)
+    with reading(tables):
+        windows = load_windows(store, query, DriftSettings())
+    assert list(windows["bot"][1].values["trajectory_precision"]) == [0.75] * len(runs)
+
+
 def test_a_run_stored_again_under_another_agent_counts_under_its_latest(rollup_store: Store) -> None:
     """Inside the versions' overlap a run stored once is grouped for its score alone (its rows
     share their agent: `sources._grouped_once`), a run stored again for its latest row's agent

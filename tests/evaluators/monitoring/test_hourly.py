@@ -23,7 +23,7 @@ from trajectory_rows import insert_trajectories
 from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
-from agenttrail.evaluators.monitoring import hourly
+from agenttrail.evaluators.monitoring import hourly, sources
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, DriftSettings, load_windows
 from agenttrail.evaluators.monitoring.hourly import HourlyRollup, RollupHourRow, fresh_hours
 from agenttrail.evaluators.monitoring.report_data import ReportQuery, report_rows
@@ -221,6 +221,24 @@ def test_a_run_scored_at_two_starts_by_two_versions_is_read_raw(rollup_store: St
     for found in runs:
         per_hour[at(found.start // HOUR * HOUR).strftime("%Y-%m-%dT%H:%M:%SZ")] += 1
     assert counts == per_hour, "the moved run counts once, in hour 1 (its latest score's)"
+
+
+def test_migration_125_fills_the_score_starts_of_the_runs_stored_again(store: Store, base: float) -> None:
+    """The split-run question reads migration 125's table first: on a store made before it, a
+    run whose live rows lie at two starts is found once the migration fills the table from the
+    stored rows (its view sees the rows written after it only)."""
+    migrate(store, tuple(m for m in ALL_MIGRATIONS if m.version != 125))
+    runs = runs_in_hours_1_to_3(store, base, seed=13, count=30)
+    store.insert(
+        "scores",
+        [row for run in runs for row in score_rows(run, evaluator_version="ev2", created=base + 6 * HOUR)],
+    )
+    run = min((run for run in runs if run.start < base + 2 * HOUR), key=lambda found: found.start)
+    move_two_hours_on_then_score_late(store, run, base)
+    assert migrate(store, ALL_MIGRATIONS) == [125]
+    hour = int(run.start // HOUR * HOUR)
+    split = sources.hours_of_split_runs(store, ["trajectory_exact_match", "trajectory_precision"])
+    assert split == {hour, hour + 2 * HOUR}
 
 
 def test_drift_keeps_the_latest_score_of_a_run_scored_at_two_starts_by_two_versions(
