@@ -76,3 +76,16 @@ def test_every_option_with_a_default_shows_it() -> None:
         and "default" not in (option.help or "").lower()
     ]
     assert hidden == []
+
+
+def test_every_server_option_says_where_its_token_comes_from() -> None:
+    """Each command that talks to a running sidecar (`--server`) says in its help that it sends
+    serve's token from AGENTTRAIL_BEARER_TOKEN (the commands have no token option of their own)."""
+    with_server = {
+        path: option.help or ""
+        for path, command in commands()
+        for option in command.params
+        if isinstance(option, click.Option) and "--server" in option.opts
+    }
+    assert len(with_server) >= 10
+    assert {path for path, text in with_server.items() if "AGENTTRAIL_BEARER_TOKEN" not in text} == set()

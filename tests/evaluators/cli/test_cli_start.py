@@ -150,29 +150,3 @@ def test_without_the_sidecar_extra_the_cli_says_how_to_install_it() -> None:
     assert "Traceback" not in result.stderr
     assert "the command line needs the sidecar extra (click is not installed)" in result.stderr
     assert "pip install '/path/to/agenttrail[sidecar]'" in result.stderr
-
-
-def test_every_server_option_says_where_its_token_comes_from() -> None:
-    """Each command that talks to a running sidecar (`--server`) says in its help that it sends
-    serve's token from AGENTTRAIL_BEARER_TOKEN (the commands have no token option of their own)."""
-    import click
-
-    from agenttrail.evaluators.cli.main import cli
-
-    def commands(group: click.Command, path: str) -> list[tuple[str, click.Command]]:
-        found = [(path, group)]
-        if isinstance(group, click.Group):
-            for name in group.list_commands(click.Context(group)):
-                sub = group.get_command(click.Context(group), name)
-                assert sub is not None
-                found += commands(sub, f"{path} {name}")
-        return found
-
-    with_server = {
-        path: option.help or ""
-        for path, command in commands(cli, "agenttrail")
-        for option in command.params
-        if isinstance(option, click.Option) and "--server" in option.opts
-    }
-    assert len(with_server) >= 10
-    assert {path for path, text in with_server.items() if "AGENTTRAIL_BEARER_TOKEN" not in text} == set()
