@@ -16,7 +16,8 @@ from pathlib import Path
 PART_LOG = """<part_log><database>system</database><table>part_log</table>
 <flush_interval_milliseconds>1000</flush_interval_milliseconds></part_log>"""
 
-SCRIPT = """
+# A fresh engine with the part log on, its store open as `store`: both scripts start so.
+ENGINE_WITH_PART_LOG = """
     import agenttrail.collector.store as store_module
     from agenttrail.collector.store import Store, parse_store
 
@@ -25,6 +26,11 @@ SCRIPT = """
         file.write(store_module.engine_config_xml({part_log!r}))
     store_module.EMBEDDED_ENGINE["config-file"] = config
     store = Store(parse_store({path!r}))
+"""
+
+SCRIPT = (
+    ENGINE_WITH_PART_LOG
+    + """
     columns = ", ".join(f"c{{i}} String" for i in range(12))  # >= 11 columns: ClickHouse's own bar
     # "large" merges into a Wide part (> 10 MB), which a column-by-column merge needs
     for table, rows in (("small", 4000), ("large", 60000)):
@@ -45,6 +51,7 @@ SCRIPT = """
         "AND event_type = 'MergeParts' ORDER BY table"
     ))
 """
+)
 
 
 def test_merges_of_16384_rows_and_more_go_column_by_column(tmp_path: Path) -> None:
@@ -147,16 +154,11 @@ def test_the_engine_config_file_is_this_users_own_or_left_out(tmp_path: Path) ->
         assert "is not a directory of this user's" in stderr
 
 
-BLOCKS = """
-    import agenttrail.collector.store as store_module
+BLOCKS = (
+    ENGINE_WITH_PART_LOG
+    + """
     from agenttrail.collector.schema import MIGRATIONS, migrate
-    from agenttrail.collector.store import Store, parse_store
 
-    config = {config!r}
-    with open(config, "w") as file:
-        file.write(store_module.engine_config_xml({part_log!r}))
-    store_module.EMBEDDED_ENGINE["config-file"] = config
-    store = Store(parse_store({path!r}))
     migrate(store, MIGRATIONS)
     store.command("SYSTEM STOP MERGES otel_traces")
     for part in range(16):  # spans as the spool insert writes them: parts of 8,192
@@ -180,6 +182,7 @@ BLOCKS = """
     )
     print(path, merge_mib)
 """
+)
 
 
 def _largest_block(part: Path) -> int:
