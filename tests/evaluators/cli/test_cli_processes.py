@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serve_processes import port_of
 from trajectory_rows import agent_run, store_runs
 
 AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
@@ -33,14 +34,6 @@ REFS = (
 
 def agenttrail(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*AGENTTRAIL, *args], capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def test_references_load_then_list_round_trip(tmp_path: Path) -> None:
@@ -78,20 +71,20 @@ def test_worker_refuses_an_embedded_store(tmp_path: Path) -> None:
     assert not store.exists()
 
 
-def test_worker_says_when_the_server_does_not_answer() -> None:
+def test_worker_says_when_the_server_does_not_answer(closed_port: socket.socket) -> None:
     """A server URL nobody answers on: exit 4 (store unavailable) with the URL and what to check,
     instead of a worker that waits forever."""
-    url = f"http://127.0.0.1:{closed_port()}"
+    url = f"http://127.0.0.1:{port_of(closed_port)}"
     done = agenttrail("worker", "--store", url, timeout=60)
     assert done.returncode == 4, done.stderr
     assert f"cannot reach ClickHouse {url}" in done.stderr
     assert "Check the URL and that ClickHouse is running." in done.stderr
 
 
-def test_an_unreachable_server_is_one_line_naming_the_socket_error() -> None:
+def test_an_unreachable_server_is_one_line_naming_the_socket_error(closed_port: socket.socket) -> None:
     """A read against a server URL nobody answers on: exit 4 and one line, the URL and the
     socket's own error, without the driver's retry warnings and urllib3's wrapping around it."""
-    url = f"http://127.0.0.1:{closed_port()}"
+    url = f"http://127.0.0.1:{port_of(closed_port)}"
     done = agenttrail("trajectories", "--store", url, timeout=60)
     assert done.returncode == 4, done.stderr
     assert done.stderr.splitlines() == [
