@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
-from serve_processes import ServeProcess, launch_serve
+from serve_processes import ServeProcess, StartServe, launch_serve
 
 os.environ.setdefault("AGENTTRAIL_RAISE_INTERNAL_ERRORS", "1")
 
@@ -224,7 +224,7 @@ def closed_port() -> Iterator[socket.socket]:
 
 
 @pytest.fixture
-def serve_process(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
+def serve_process(tmp_path: Path) -> Iterator[StartServe]:
     """Start `agenttrail serve` with these arguments on port 0 and wait until it listens (its
     addresses then in .grpc and .http); each one still running at the end gets SIGTERM, then a
     kill. Their logs are printed at teardown: pytest shows them when the test failed."""

@@ -3,16 +3,15 @@ the addresses it bound, and stopping it as a supervisor does."""
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 
@@ -64,6 +63,10 @@ class ServeProcess:
             ) from None
 
 
+# The serve_process fixture's type: start serve with these arguments, once it listens.
+StartServe = Callable[..., ServeProcess]
+
+
 def port_of(held: socket.socket) -> int:
     """The port of a socket held bound (the `closed_port` fixture's)."""
     return int(held.getsockname()[1])
@@ -79,21 +82,3 @@ def launch_serve(
     with log.open("w") as sink:  # the child keeps its own descriptor
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, text=True, env=env)
     return ServeProcess(process, log)
-
-
-def wait_ready(store: Path, process: subprocess.Popen[str], timeout: float = 240) -> dict[str, Any]:
-    """The sidecar's addresses, once its lock file names the bound ports. Generous: serve took
-    over 60 s to listen with the suite on 4 pytest-xdist workers on a loaded 2-core machine."""
-    deadline = time.monotonic() + timeout
-    lock = store / "agenttrail.agenttrail.lock"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early: {process.stderr.read() if process.stderr else ''}")
-        try:
-            info: dict[str, Any] = json.loads(lock.read_text() or "{}")
-        except (FileNotFoundError, json.JSONDecodeError):
-            info = {}
-        if info.get("pid") == process.pid and not info.get("starting"):
-            return info
-        time.sleep(0.1)
-    raise AssertionError(f"serve did not become ready within {timeout:g} s")

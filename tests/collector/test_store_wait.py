@@ -35,7 +35,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_processes import ServeProcess, launch_serve, port_of
+from serve_processes import StartServe, launch_serve, port_of
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.api.v1.evaluation_pb2_grpc import EvaluationServiceStub
@@ -154,7 +154,7 @@ def serve_args(store: str, spool: Path, *extra: str) -> tuple[str, ...]:
 
 
 def test_serve_listens_acknowledges_and_says_what_it_waits_for(
-    tmp_path: Path, serve_process: Callable[..., ServeProcess], closed_port: socket.socket
+    tmp_path: Path, serve_process: StartServe, closed_port: socket.socket
 ) -> None:
     """`agenttrail serve` on a server URL whose port is closed: it stays up, /livez is 200,
     /readyz 503 names the URL without its password, the retrying and the last error; spans sent
@@ -212,7 +212,7 @@ def test_serve_listens_acknowledges_and_says_what_it_waits_for(
 def test_serve_exits_at_once_when_the_server_refuses(
     tmp_path: Path,
     processes: list[subprocess.Popen[str]],
-    serve_process: Callable[..., ServeProcess],
+    serve_process: StartServe,
     refusing_server: Callable[..., str],
     closed_port: socket.socket,
 ) -> None:
@@ -416,7 +416,7 @@ def forward(listener: socket.socket, target: tuple[str, int], stop: threading.Ev
 
 @pytest.mark.skipif(not SERVER_URL, reason="AGENTTRAIL_TEST_CLICKHOUSE_URL not set")
 def test_serve_waits_for_a_server_that_comes_up_later(
-    tmp_path: Path, serve_process: Callable[..., ServeProcess], closed_port: socket.socket
+    tmp_path: Path, serve_process: StartServe, closed_port: socket.socket
 ) -> None:
     """Against a real ClickHouse server reached through a port that opens only after serve
     started: serve acknowledges while it waits, then migrates, stores every spooled span once and

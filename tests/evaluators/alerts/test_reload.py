@@ -5,7 +5,6 @@ announced again, and a section that does not parse is refused while the rules in
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +15,7 @@ import grpc
 import pytest
 import yaml
 from otlp_builders import BASE_NS, agent_span, new_span_id, new_trace_id, request
-from serve_processes import AGENTTRAIL, wait_ready
+from serve_processes import ServeProcess, StartServe
 
 from .webhook_server import WebhookServer
 
@@ -50,13 +49,13 @@ def get(http: str, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def wait_for_log(log: Path, text: str, timeout: float = 60) -> None:
+def wait_for_log(serve: ServeProcess, text: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if text in log.read_text():
+        if text in serve.output():
             return
         time.sleep(0.1)
-    raise AssertionError(f"{text!r} not in serve's log:\n{log.read_text()}")
+    raise AssertionError(f"{text!r} not in serve's log:\n{serve.output()}")
 
 
 def send_slow_run(grpc_address: str) -> None:
@@ -68,51 +67,41 @@ def send_slow_run(grpc_address: str) -> None:
 
 
 def test_sighup_reloads_alert_rules_and_channels_keeping_the_state_of_kept_rules(
-    tmp_path: Path, processes: list[subprocess.Popen[str]], webhook: WebhookServer
+    tmp_path: Path, serve_process: StartServe, webhook: WebhookServer
 ) -> None:
     """After SIGHUP the new rule fires to the new channel, the kept rule's firing alert is not
     posted again, `/api/v1/alerts/test` and the console know the new rule, and no restart warning
     names alerts; a broken edit is refused (the log names the key) and the rules stay in force."""
-    config, store, log_path = tmp_path / "agenttrail.yaml", tmp_path / "store", tmp_path / "serve.log"
+    config, store = tmp_path / "agenttrail.yaml", tmp_path / "store"
     first = {"hook": webhook.url("/first")}
     write_alerts(config, first, [slow_rule("slow", "hook")])
-    log = log_path.open("w")
-    addresses = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--quiet-period-s", "0.3"]
-    serve = subprocess.Popen(
-        [*AGENTTRAIL, "serve", "--config", str(config), "--store", str(store), *addresses],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    processes.append(serve)
-    info = wait_ready(store, serve)
-    send_slow_run(info["grpc"])
+    serve = serve_process("--config", str(config), "--store", str(store), "--quiet-period-s", "0.3")
+    send_slow_run(serve.grpc)
     (fired,) = webhook.wait_for("/first", 1, timeout=120)
     assert (fired["rule"], fired["kind"]) == ("slow", "firing")
 
     both = {**first, "pager": webhook.url("/second")}
     write_alerts(config, both, [slow_rule("slow", "hook"), slow_rule("slower", "pager")])
-    serve.send_signal(signal.SIGHUP)
+    serve.process.send_signal(signal.SIGHUP)
     (added,) = webhook.wait_for("/second", 1, timeout=60)
     assert (added["rule"], added["kind"]) == ("slower", "firing")
     time.sleep(3)  # three more evaluations: the kept rule's alert stays firing, announced once
     assert len(webhook.bodies("/first")) == 1
-    status, body = get(info["http"], "/api/v1/alerts/test?rule=slower&since=1h")
+    status, body = get(serve.http, "/api/v1/alerts/test?rule=slower&since=1h")
     assert status == 200, body
-    status, page = get(info["http"], "/console/alerts")
+    status, page = get(serve.http, "/console/alerts")
     assert status == 200, page
     assert "slower" in page
 
     broken = slow_rule("slower", "pager") | {"for": "soon"}
     write_alerts(config, both, [slow_rule("slow", "hook"), broken])
-    serve.send_signal(signal.SIGHUP)
-    wait_for_log(log_path, "reload refused")
-    assert serve.poll() is None, "serve keeps running"
-    status, body = get(info["http"], "/api/v1/alerts/test?rule=slower&since=1h")
+    serve.process.send_signal(signal.SIGHUP)
+    wait_for_log(serve, "reload refused")
+    assert serve.process.poll() is None, "serve keeps running"
+    status, body = get(serve.http, "/api/v1/alerts/test?rule=slower&since=1h")
     assert status == 200, body  # the section in force is still the last good one
-    serve.send_signal(signal.SIGTERM)
-    assert serve.wait(60) == 0
-    logged = log_path.read_text()
+    assert serve.stop() == 0
+    logged = serve.output()
     refusal = next(line for line in logged.splitlines() if "reload refused" in line)
     assert "alerts.rules[slower].for: 'soon' is not a duration" in refusal, refusal
     assert "alerts section reloaded: rules added slower; channels added pager" in logged
