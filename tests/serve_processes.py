@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 
@@ -82,3 +83,21 @@ def launch_serve(
     with log.open("w") as sink:  # the child keeps its own descriptor
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, text=True, env=env)
     return ServeProcess(process, log)
+
+
+def admin_call(http: str, path: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
+    """(status, JSON answer) of the admin API (`/api/v1/admin` + `path`) of the sidecar at `http`
+    (host:port): a POST of `body` as JSON, a GET without one; with `token` as the bearer token."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    call = urllib.request.Request(f"http://{http}/api/v1/admin{path}", data=data)
+    if token:
+        call.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(call, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())

@@ -15,7 +15,7 @@ import grpc
 import yaml
 from click.testing import CliRunner
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
-from serve_processes import AGENTTRAIL, StartServe
+from serve_processes import AGENTTRAIL, StartServe, admin_call
 
 from agenttrail.evaluators.cli.main import cli
 
@@ -346,16 +346,7 @@ def test_sighup_reloads_the_judges_of_a_serve_process(
 
 def admin(sidecar: Any, path: str, body: dict[str, Any] | None = None, token: str = "s3cret") -> Any:
     """(status, JSON answer) of the sidecar's admin API."""
-    import urllib.error
-
-    data = None if body is None else json.dumps(body).encode()
-    call = urllib.request.Request(f"http://{sidecar.http.address}/api/v1/admin{path}", data=data)
-    call.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(call, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return admin_call(sidecar.http.address, path, body, token)
 
 
 def test_a_backfill_job_in_serve_is_one_per_judge_cancellable_and_behind_the_token(
