@@ -85,15 +85,15 @@ def launch_serve(
     return ServeProcess(process, log)
 
 
-def admin_call(http: str, path: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
-    """(status, JSON answer) of the admin API (`/api/v1/admin` + `path`) of the sidecar at `http`
-    (host:port): a POST of `body` as JSON, a GET without one; with `token` as the bearer token."""
+def call_json(http: str, path: str, body: dict[str, Any] | None = None, token: str | None = None) -> Any:
+    """(status, JSON answer) of `path` on the sidecar at `http` (host:port), e.g. its admin API:
+    a POST of `body` as JSON, a GET without one; with `token` as the bearer token."""
     import json
     import urllib.error
     import urllib.request
 
     data = None if body is None else json.dumps(body).encode()
-    call = urllib.request.Request(f"http://{http}/api/v1/admin{path}", data=data)
+    call = urllib.request.Request(f"http://{http}{path}", data=data)
     if token:
         call.add_header("Authorization", f"Bearer {token}")
     try:

@@ -18,7 +18,7 @@ import grpc
 import pytest
 import yaml
 from otlp_builders import BASE_NS, agent_span, new_span_id, new_trace_id, request
-from serve_processes import AGENTTRAIL, ServeProcess, StartServe, admin_call
+from serve_processes import AGENTTRAIL, ServeProcess, StartServe, call_json
 
 from .webhook_server import WebhookServer
 
@@ -117,7 +117,7 @@ TOKEN = "s3cret-reload-token"
 
 def post_reload(http: str, token: str | None = TOKEN) -> tuple[int, dict[str, Any]]:
     """POST /api/v1/admin/alerts/reload with the bearer token; (status, JSON answer)."""
-    status, answer = admin_call(http, "/alerts/reload", {}, token)
+    status, answer = call_json(http, "/api/v1/admin/alerts/reload", {}, token)
     return status, answer
 
 
@@ -168,6 +168,16 @@ def test_alerts_reload_over_http_and_the_cli_without_a_signal(
         "removed": [],
         "unchanged": ["slow", "slower"],
     }, "the refused edit left slower in force"
+
+    # POST /-/reload, as Prometheus has it: what SIGHUP does, over HTTP.
+    assert call_json(serve.http, "/-/reload", {}, None)[0] == 401
+    write_alerts(config, both, [slow_rule("slow", "hook"), slow_rule("y", "pager") | {"for": "soon"}])
+    status, answer = call_json(serve.http, "/-/reload", {}, TOKEN)
+    assert status == 422, answer
+    assert "alerts.rules[y].for: 'soon' is not a duration" in answer["message"]
+    write_alerts(config, both, [slow_rule("slow", "hook"), slow_rule("y", "pager")])
+    assert call_json(serve.http, "/-/reload", {}, TOKEN) == (200, {"reloaded": True})
+    assert post_reload(serve.http)[1]["rules"]["unchanged"] == ["slow", "y"], "/-/reload took the section"
     assert serve.stop() == 0
     assert "alert rules reload refused, the alert rules in force stay as they were" in serve.output()
 

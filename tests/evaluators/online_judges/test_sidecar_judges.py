@@ -15,7 +15,7 @@ import grpc
 import yaml
 from click.testing import CliRunner
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
-from serve_processes import AGENTTRAIL, StartServe, admin_call
+from serve_processes import AGENTTRAIL, StartServe, call_json
 
 from agenttrail.evaluators.cli.main import cli
 
@@ -346,7 +346,7 @@ def test_sighup_reloads_the_judges_of_a_serve_process(
 
 def admin(sidecar: Any, path: str, body: dict[str, Any] | None = None, token: str = "s3cret") -> Any:
     """(status, JSON answer) of the sidecar's admin API."""
-    return admin_call(sidecar.http.address, path, body, token)
+    return call_json(sidecar.http.address, f"/api/v1/admin{path}", body, token)
 
 
 def test_a_backfill_job_in_serve_is_one_per_judge_cancellable_and_behind_the_token(

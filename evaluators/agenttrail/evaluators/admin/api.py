@@ -28,6 +28,10 @@ read API (every route answers 401 without it):
     GET  /api/v1/admin/backfill/{id}          -> 200 the job (state running|done|failed|cancelled)
     POST /api/v1/admin/backfill/{id}/cancel   -> 200 the job (it stops between batches)
 
+and, as Prometheus and Alertmanager have it, `POST /-/reload` (same token): exactly what SIGHUP
+does (every section that reloads: judges, alerts), 200 {"reloaded": true}, or 422 {"message"}
+with what each refused section said (those keep their settings, the others took theirs).
+
 and read routes: `GET /api/v1/references` (every task's current reference, as `agenttrail
 references list --format json` prints it) and `GET /api/v1/judges` (the judges in force, as
 `agenttrail judges list --format json`).
@@ -193,6 +197,20 @@ def admin_app(
     )
 
 
+def lifecycle_app(sidecar: Sidecar) -> Starlette:
+    """`POST /-/reload`: SIGHUP over HTTP, for a serve its operator cannot signal."""
+
+    async def reload(request: Request) -> JSONResponse:
+        if not bearer_ok(request.headers.get("authorization"), sidecar.config.bearer_token):
+            return _message("missing or wrong bearer token", 401)
+        problems = await run_in_threadpool(sidecar.reload_problems)
+        if problems:
+            return _message("; ".join(problems) + "; the sections refused keep their settings", 422)
+        return JSONResponse({"reloaded": True})
+
+    return Starlette(routes=[Route("/reload", reload, methods=["POST"])])
+
+
 def install_admin(
     sidecar: Sidecar,
     judges: LiveJudges | None = None,
@@ -206,6 +224,7 @@ def install_admin(
     if jobs is not None:
         sidecar.add_worker(jobs)
     sidecar.mount_app(ADMIN_PREFIX, admin_app(sidecar, judges, jobs, scoring, alerts))
+    sidecar.mount_app("/-", lifecycle_app(sidecar))
     opened: list[Store] = []
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:
