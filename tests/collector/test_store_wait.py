@@ -138,6 +138,7 @@ def refusing_server() -> Iterator[Callable[..., str]]:
         if held is not None:
             server.socket.close()
             server.socket = held
+            server.server_address = held.getsockname()
             server.server_activate()
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
