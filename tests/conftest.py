@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from serve_processes import ServeProcess, StartServe, launch_serve
 
 os.environ.setdefault("AGENTTRAIL_RAISE_INTERNAL_ERRORS", "1")
 
@@ -209,6 +211,38 @@ def budget_clock(monkeypatch: pytest.MonkeyPatch) -> float:
     monkeypatch.setattr(client, "BudgetTracker", partial(BudgetTracker, clock=lambda: now))
     monkeypatch.setattr(judge_setup, "JudgeWorker", partial(JudgeWorker, clock=lambda: now))
     return now
+
+
+@pytest.fixture
+def closed_port() -> Iterator[socket.socket]:
+    """A loopback port held bound and not listening for the whole test: connecting to it is
+    refused, no parallel test can take it meanwhile (a port bound and closed at once could be
+    taken before it was used), and `listen()` on this socket opens it later."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held
+
+
+@pytest.fixture
+def serve_process(tmp_path: Path) -> Iterator[StartServe]:
+    """Start `agenttrail serve` with these arguments on port 0 and wait until it listens (its
+    addresses then in .grpc and .http); each one still running at the end gets SIGTERM, then a
+    kill. Their logs are printed at teardown: pytest shows them when the test failed."""
+    started: list[ServeProcess] = []
+
+    def start(
+        *args: str, options: tuple[str, ...] = (), env: dict[str, str] | None = None, timeout: float = 240
+    ) -> ServeProcess:
+        serve = launch_serve(tmp_path / f"serve-{len(started)}.log", *args, options=options, env=env)
+        started.append(serve)
+        return serve.wait_listening(timeout)
+
+    yield start
+    for serve in started:
+        try:
+            serve.stop(60)
+        finally:
+            print(f"--- {serve.log.name} (exit {serve.process.returncode}) ---\n{serve.output()}")
 
 
 @pytest.fixture

@@ -32,12 +32,9 @@ def test_the_bearer_token_of_otlp_guards_the_api(start_sidecar: Callable[..., An
 
 
 @pytest.fixture
-def unreachable_store_api(connect: Any) -> Iterator[Any]:
+def unreachable_store_api(connect: Any, closed_port: socket.socket) -> Iterator[Any]:
     """The API on its own gRPC server, over a ClickHouse URL where nothing listens."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    location = parse_store(f"http://127.0.0.1:{port}/agenttrail")
+    location = parse_store(f"http://127.0.0.1:{closed_port.getsockname()[1]}/agenttrail")
     api = EvaluationApi(lambda: Store(location), authorize=lambda context: True)
     server = grpc.server(ThreadPoolExecutor(max_workers=2))
     server.add_generic_rpc_handlers((api.handler(),))

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from serve_processes import AGENTTRAIL, wait_ready
+from serve_processes import StartServe
 
 from agenttrail.collector.config import load_config
 
@@ -122,41 +122,20 @@ def test_glibc_environment_wins(tmp_path: Path) -> None:
     assert _run(code, _clean_env(MALLOC_ARENA_MAX="3")) == "[('mmap_threshold', 131072)] 3 True"
 
 
-def test_serve_applies_the_setting(tmp_path: Path) -> None:
+def test_serve_applies_the_setting(tmp_path: Path, serve_process: StartServe) -> None:
     """`serve` sets the decay and the default oversize threshold before the engine loads: it
     logs the values the engine reports; and glibc's malloc options, where set, before it starts
     a thread."""
-    store = tmp_path / "store"
-    process = subprocess.Popen(
-        [
-            *AGENTTRAIL,
-            "--log-level",
-            "INFO",
-            "serve",
-            "--store",
-            str(store),
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_clean_env(
-            AGENTTRAIL_ENGINE_DIRTY_DECAY_MS="700",
-            AGENTTRAIL_MALLOC_ARENA_MAX="2",
-            AGENTTRAIL_MALLOC_MMAP_THRESHOLD_BYTES="131072",
-        ),
+    env = _clean_env(
+        AGENTTRAIL_ENGINE_DIRTY_DECAY_MS="700",
+        AGENTTRAIL_MALLOC_ARENA_MAX="2",
+        AGENTTRAIL_MALLOC_MMAP_THRESHOLD_BYTES="131072",
     )
-    try:
-        wait_ready(store, process, timeout=480)
-        process.terminate()
-        _, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
+    serve = serve_process(
+        "--store", str(tmp_path / "store"), options=("--log-level", "INFO"), env=env, timeout=480
+    )
+    assert serve.stop() == 0
+    stderr = serve.output()
     assert "engine's allocator returns freed memory after 700 ms\n" in stderr, stderr[-3000:]
     assert "Python's allocator: arena_max 2, mmap_threshold 131072\n" in stderr, stderr[-3000:]
     assert "returns freed blocks of 2097152 bytes and more at once" in stderr, stderr[-3000:]

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
-from serve_processes import AGENTTRAIL, wait_ready
+from serve_processes import AGENTTRAIL, StartServe
 
 # Up to three serve start-ups per test; each can take minutes on a loaded 2-core machine.
 pytestmark = pytest.mark.timeout(900)
@@ -25,25 +24,8 @@ pytestmark = pytest.mark.timeout(900)
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 
 
-def start_serve(store: Path, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *AGENTTRAIL,
-            "serve",
-            "--store",
-            str(store),
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--quiet-period-s",
-            "0.3",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def on(store: Path, *extra: str) -> tuple[str, ...]:
+    return ("--store", str(store), "--quiet-period-s", "0.3", *extra)
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -64,23 +46,19 @@ def listening(host: str, port: int) -> bool:
 
 
 @pytest.mark.parametrize("receiver", ["in-process", "grpc-process"])
-def test_kill_after_ack_loses_nothing(
-    tmp_path: Path, processes: list[subprocess.Popen[str]], receiver: str
-) -> None:
+def test_kill_after_ack_loses_nothing(tmp_path: Path, serve_process: StartServe, receiver: str) -> None:
     """Spans acknowledged just before SIGKILL (still only spooled) are stored after a restart.
     With the gRPC receiver process, serve's SIGKILL ends it too, and the next serve stores what
     it had spooled in its own directory."""
     store = tmp_path / "store"
     extra = ("--grpc-process", "true") if receiver == "grpc-process" else ()
-    first = start_serve(store, "--flush-interval-s", "30", "--batch-max-spans", "100000", *extra)
-    processes.append(first)
-    info = wait_ready(store, first)
+    first = serve_process(*on(store, "--flush-interval-s", "30", "--batch-max-spans", "100000", *extra))
     expected: dict[str, list[str]] = {}
     for index in range(20):
         trace, root = new_trace_id(), new_span_id()
         tools = [f"tool{index}a", f"tool{index}b"]
         export(
-            info["grpc"],
+            first.grpc,
             request(
                 agent_span(trace, root, 0, 10),
                 tool_span(trace, new_span_id(), root, tools[0], 1, 2),
@@ -88,19 +66,17 @@ def test_kill_after_ack_loses_nothing(
             ).SerializeToString(),
         )
         expected[trace] = tools
-    os.kill(first.pid, signal.SIGKILL)
-    first.wait(10)
+    first.process.kill()
+    first.process.wait(10)
     assert list((store / "spool").rglob("segment-*.spool")), "spans should have been only spooled"
     if receiver == "grpc-process":  # the orphaned receiver process stops listening by itself
-        host, port = info["grpc"].rsplit(":", 1)
+        host, port = first.grpc.rsplit(":", 1)
         deadline = time.monotonic() + 60
         while listening(host, int(port)):
             assert time.monotonic() < deadline, "the receiver process outlived serve"
             time.sleep(0.2)
 
-    second = start_serve(store)
-    processes.append(second)
-    wait_ready(store, second)
+    serve_process(*on(store))
     deadline = time.monotonic() + 60
     runs: dict[str, list[str]] = {}
     while time.monotonic() < deadline and len(runs) < len(expected):
@@ -115,19 +91,16 @@ def test_kill_after_ack_loses_nothing(
     assert not list((store / "spool").rglob("segment-*.spool"))
 
 
-def test_one_serve_per_store_and_reads_while_serving(
-    tmp_path: Path, processes: list[subprocess.Popen[str]]
-) -> None:
+def test_one_serve_per_store_and_reads_while_serving(tmp_path: Path, serve_process: StartServe) -> None:
     """A second serve on the same store names the holder; trajectories reads through the running
     sidecar and prints the JSON contract; SIGTERM stops serve cleanly; then reads open the store."""
     store = tmp_path / "store"
-    serve = start_serve(store)
-    processes.append(serve)
-    info = wait_ready(store, serve)
+    serve = serve_process(*on(store))
+    info = {"grpc": serve.grpc, "http": serve.http}
 
     second = run_cli("serve", "--store", str(store), "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0")
     assert second.returncode != 0
-    assert f"in use by agenttrail serve (pid {serve.pid}" in second.stderr
+    assert f"in use by agenttrail serve (pid {serve.process.pid}" in second.stderr
 
     # Another store on the first serve's gRPC port: refused (gRPC's default SO_REUSEPORT let it
     # bind too, and the kernel split the clients' spans between the two stores).
@@ -209,8 +182,7 @@ def test_one_serve_per_store_and_reads_while_serving(
     table = run_cli("trajectories", "--store", str(store))
     assert "lookup > refund!" in table.stdout
 
-    serve.send_signal(signal.SIGTERM)
-    assert serve.wait(30) == 0
+    assert serve.stop() == 0
     after = run_cli("trajectories", "--store", str(store), "--format", "json")
     assert after.returncode == 0, after.stderr
     assert [json.loads(line)["trace_id"] for line in after.stdout.splitlines()] == [trace]
@@ -233,24 +205,15 @@ def test_cli_errors_name_the_problem(tmp_path: Path) -> None:
 
 
 def test_serve_warns_when_it_listens_beyond_loopback_without_a_token(
-    tmp_path: Path, processes: list[subprocess.Popen[str]]
+    serve_process: StartServe, tmp_path: Path
 ) -> None:
     """A port bound to every interface without a bearer token gets a warning naming it and what
     to set; with the token set (or on loopback, as everywhere else here) there is none."""
 
     def stderr_of(store: Path, env: dict[str, str]) -> str:
-        serve = subprocess.Popen(
-            [*AGENTTRAIL, "serve", "--store", str(store), "--grpc", "127.0.0.1:0", "--http", "0.0.0.0:0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        processes.append(serve)
-        wait_ready(store, serve)
-        serve.send_signal(signal.SIGTERM)
-        _, stderr = serve.communicate(timeout=120)
-        return stderr
+        serve = serve_process("--store", str(store), "--http", "0.0.0.0:0", env=env)
+        assert serve.stop() == 0
+        return serve.output()
 
     env = {key: value for key, value in os.environ.items() if key != "AGENTTRAIL_BEARER_TOKEN"}
     open_port = stderr_of(tmp_path / "open", env)
@@ -291,25 +254,18 @@ def runs(store: Path, count: int) -> dict[str, list[str]]:
     raise AssertionError(f"{len(found)} of {count} runs in {store}")
 
 
-def test_a_stopped_stores_copy_restores_elsewhere(
-    tmp_path: Path, processes: list[subprocess.Popen[str]]
-) -> None:
+def test_a_stopped_stores_copy_restores_elsewhere(tmp_path: Path, serve_process: StartServe) -> None:
     """The copy of a stopped store holds every run; its lock file still names the old serve, yet
     reads open the copy itself, and a serve on it stores new runs beside the old ones."""
     store, restored = tmp_path / "store", tmp_path / "restored"
-    serve = start_serve(store)
-    processes.append(serve)
-    info = wait_ready(store, serve)
-    sent = {send_run(info["grpc"], f"tool{i}"): [f"tool{i}"] for i in range(5)}
+    serve = serve_process(*on(store))
+    sent = {send_run(serve.grpc, f"tool{i}"): [f"tool{i}"] for i in range(5)}
     assert runs(store, 5) == sent
-    serve.send_signal(signal.SIGTERM)
-    assert serve.wait(60) == 0
+    assert serve.stop() == 0
 
     shutil.copytree(store, restored, symlinks=True)
     assert runs(restored, 5) == sent  # no serve: the copy is opened, not the old serve's address
-    again = start_serve(restored)
-    processes.append(again)
-    info = wait_ready(restored, again)
-    sent[send_run(info["grpc"], "after")] = ["after"]
+    again = serve_process(*on(restored))
+    sent[send_run(again.grpc, "after")] = ["after"]
     assert runs(restored, 6) == sent
     assert runs(store, 5) == {trace: tools for trace, tools in sent.items() if tools != ["after"]}

@@ -41,13 +41,10 @@ def test_migrations_are_idempotent(store: Any) -> None:
     assert [row[0] for row in versions] == [m.version for m in MIGRATIONS]
 
 
-def test_unreachable_server_is_a_clear_error() -> None:
+def test_unreachable_server_is_a_clear_error(closed_port: socket.socket) -> None:
     """A ClickHouse URL nobody listens on raises StoreUnavailable saying what to check."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     with pytest.raises(StoreUnavailable, match="Check the URL and that ClickHouse is running"):
-        Store(parse_store(f"http://127.0.0.1:{port}/agenttrail"))
+        Store(parse_store(f"http://127.0.0.1:{closed_port.getsockname()[1]}/agenttrail"))
 
 
 def test_bound_parameters_carry_hostile_values(store: Any) -> None:

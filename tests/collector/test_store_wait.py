@@ -18,7 +18,6 @@ import json
 import os
 import re
 import select
-import signal
 import socket
 import subprocess
 import threading
@@ -36,7 +35,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from serve_processes import AGENTTRAIL
+from serve_processes import StartServe, launch_serve, port_of
 
 from agenttrail.api.v1 import evaluation_pb2 as pb
 from agenttrail.api.v1.evaluation_pb2_grpc import EvaluationServiceStub
@@ -52,13 +51,6 @@ REFUSAL = (
     b"Code: 516. DB::Exception: agent: Authentication failed: password is incorrect, or there is no user "
     b"with such name. (AUTHENTICATION_FAILED) (version 24.8.4.13 (official build))\n"
 )
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on (bound once and closed)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def get(address: str, path: str, accept: str = "application/json") -> tuple[int, dict[str, str], bytes]:
@@ -136,12 +128,18 @@ class Refusing(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def refusing_server() -> Iterator[Callable[[int], str]]:
-    """Start the refusing stand-in on a given port (0: any); returns its URL with credentials."""
+def refusing_server() -> Iterator[Callable[..., str]]:
+    """Start the refusing stand-in on any port, or listening on a held one; returns its URL with
+    credentials."""
     servers: list[http.server.ThreadingHTTPServer] = []
 
-    def start(port: int = 0) -> str:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Refusing)
+    def start(held: socket.socket | None = None) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing, bind_and_activate=held is None)
+        if held is not None:
+            server.socket.close()
+            server.socket = held
+            server.server_address = held.getsockname()
+            server.server_activate()
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         return f"http://agent:hunter2@127.0.0.1:{server.server_address[1]}/agenttrail"
@@ -152,48 +150,23 @@ def refusing_server() -> Iterator[Callable[[int], str]]:
         server.server_close()
 
 
-def serve(store: str, spool: Path, grpc: str, http_address: str, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *AGENTTRAIL,
-            "serve",
-            "--store",
-            store,
-            "--spool-dir",
-            str(spool),
-            "--grpc",
-            grpc,
-            "--http",
-            http_address,
-            "--quiet-period-s",
-            "0.3",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def serve_args(store: str, spool: Path, *extra: str) -> tuple[str, ...]:
+    return ("--store", store, "--spool-dir", str(spool), "--quiet-period-s", "0.3", *extra)
 
 
 def test_serve_listens_acknowledges_and_says_what_it_waits_for(
-    tmp_path: Path, processes: list[subprocess.Popen[str]]
+    tmp_path: Path, serve_process: StartServe, closed_port: socket.socket
 ) -> None:
     """`agenttrail serve` on a server URL whose port is closed: it stays up, /livez is 200,
     /readyz 503 names the URL without its password, the retrying and the last error; spans sent
     by the real SDK over gRPC and HTTP are acknowledged and spooled; the read API and the console
     answer 503 with the reason, /metrics shows agenttrail_store_up 0; one warning, no traceback;
     SIGTERM ends it cleanly with the spool kept."""
-    port = free_port()
-    grpc_address, http_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    port = port_of(closed_port)
     spool = tmp_path / "spool"
-    process = serve(f"http://agent:hunter2@127.0.0.1:{port}/agenttrail", spool, grpc_address, http_address)
-    processes.append(process)
-
-    def live() -> bool:
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        return get(http_address, "/livez")[0] == 200
-
-    until(live, timeout=240, what="/livez 200")
+    serve = serve_process(*serve_args(f"http://agent:hunter2@127.0.0.1:{port}/agenttrail", spool))
+    grpc_address, http_address = serve.grpc, serve.http
+    until(lambda: get(http_address, "/livez")[0] == 200, what="/livez 200")
     status, _, body = get(http_address, "/readyz")
     assert status == 503
     detail = json.loads(body)
@@ -229,9 +202,8 @@ def test_serve_listens_acknowledges_and_says_what_it_waits_for(
     assert int(accepted.group(1)) >= 6  # the HTTP runs' spans at least (gRPC's: grpc_process)
 
     until(lambda: json.loads(get(http_address, "/readyz")[2])["store_wait"]["attempts"] >= 3, what="3 tries")
-    process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 0, stderr
+    assert serve.stop() == 0
+    stderr = serve.output()
     assert stderr.count("cannot reach the store at start") == 1, stderr
     assert "Traceback" not in stderr
     assert "hunter2" not in stderr
@@ -239,30 +211,29 @@ def test_serve_listens_acknowledges_and_says_what_it_waits_for(
 
 
 def test_serve_exits_at_once_when_the_server_refuses(
-    tmp_path: Path, processes: list[subprocess.Popen[str]], refusing_server: Callable[[int], str]
+    tmp_path: Path,
+    processes: list[subprocess.Popen[str]],
+    serve_process: StartServe,
+    refusing_server: Callable[..., str],
+    closed_port: socket.socket,
 ) -> None:
     """Connected and refused is a config error, not an outage: a server that refuses the
     password ends serve at once with ClickHouse's reason and no password, both at the first try
     and when it comes up refusing on the port serve has been waiting for."""
-    url = refusing_server(0)
-    grpc_address, http_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    first = serve(url, tmp_path / "spool", grpc_address, http_address)
-    processes.append(first)
-    _, stderr = first.communicate(timeout=240)
-    assert first.returncode == 1, stderr
+    first = launch_serve(tmp_path / "first.log", *serve_args(refusing_server(), tmp_path / "spool"))
+    processes.append(first.process)
+    assert first.process.wait(240) == 1, first.output()
+    stderr = first.output()
     assert "Authentication failed" in stderr
     assert "hunter2" not in stderr
 
-    port = free_port()
-    later = serve(
-        f"http://agent:hunter2@127.0.0.1:{port}/agenttrail", tmp_path / "spool", grpc_address, http_address
-    )
-    processes.append(later)
-    until(lambda: get(http_address, "/livez")[0] == 200, timeout=240, what="/livez 200")
-    assert later.poll() is None  # waiting, not refused
-    refusing_server(port)
-    _, stderr = later.communicate(timeout=120)
-    assert later.returncode == 1, stderr
+    url = f"http://agent:hunter2@127.0.0.1:{port_of(closed_port)}/agenttrail"
+    later = serve_process(*serve_args(url, tmp_path / "spool"))
+    until(lambda: get(later.http, "/livez")[0] == 200, what="/livez 200")
+    assert later.process.poll() is None  # waiting, not refused
+    refusing_server(closed_port)
+    assert later.process.wait(120) == 1, later.output()
+    stderr = later.output()
     assert "the store answered and refused" in stderr
     assert "Authentication failed" in stderr
     assert "hunter2" not in stderr
@@ -270,11 +241,11 @@ def test_serve_exits_at_once_when_the_server_refuses(
 
 @pytest.fixture
 def late_store(
-    chdb_dir: Path, database: str
+    chdb_dir: Path, database: str, closed_port: socket.socket
 ) -> Iterator[tuple[threading.Event, list[int], Callable[[], Store]]]:
     """A store opener that really connects to a closed loopback port (StoreUnavailable) until
     `appear` is set, then opens this test's chDB store; counts the tries."""
-    closed = parse_store(f"http://127.0.0.1:{free_port()}/agenttrail")
+    closed = parse_store(f"http://127.0.0.1:{port_of(closed_port)}/agenttrail")
     appear = threading.Event()
     tries = [0]
 
@@ -353,14 +324,14 @@ def test_spans_spooled_while_waiting_are_stored_once_when_the_store_opens(
 
 
 def test_the_wait_ends_when_the_server_refuses_or_the_timeout_passes(
-    sidecar_settings: dict[str, Any], refusing_server: Callable[[int], str]
+    sidecar_settings: dict[str, Any], refusing_server: Callable[..., str], closed_port: socket.socket
 ) -> None:
     """In process: a server that comes up refusing ends the wait with its StoreError (not
     StoreUnavailable), and `store_startup_timeout_s` ends it with StoreUnavailable."""
     from agenttrail.collector.sidecar import Sidecar
 
-    closed = f"http://agent:hunter2@127.0.0.1:{free_port()}/agenttrail"
-    refused = parse_store(refusing_server(0))
+    closed = f"http://agent:hunter2@127.0.0.1:{port_of(closed_port)}/agenttrail"
+    refused = parse_store(refusing_server())
     sidecar = Sidecar(SidecarConfig(**{**sidecar_settings, "store": closed}))
     tries = [0]
 
@@ -414,9 +385,9 @@ def test_a_proxy_without_a_server_behind_it_is_unreachable(status: int) -> None:
         server.server_close()
 
 
-def forward(listen_port: int, target: tuple[str, int], stop: threading.Event) -> threading.Thread:
-    """A TCP forwarder from loopback `listen_port` to `target`, opened now (until `stop`)."""
-    listener = socket.create_server(("127.0.0.1", listen_port))
+def forward(listener: socket.socket, target: tuple[str, int], stop: threading.Event) -> threading.Thread:
+    """A TCP forwarder from the held loopback port `listener` to `target`, opened now (until `stop`)."""
+    listener.listen()
     listener.settimeout(0.2)
 
     def pipe(a: socket.socket, b: socket.socket) -> None:
@@ -446,35 +417,33 @@ def forward(listen_port: int, target: tuple[str, int], stop: threading.Event) ->
 
 @pytest.mark.skipif(not SERVER_URL, reason="AGENTTRAIL_TEST_CLICKHOUSE_URL not set")
 def test_serve_waits_for_a_server_that_comes_up_later(
-    tmp_path: Path, processes: list[subprocess.Popen[str]]
+    tmp_path: Path, serve_process: StartServe, closed_port: socket.socket
 ) -> None:
     """Against a real ClickHouse server reached through a port that opens only after serve
     started: serve acknowledges while it waits, then migrates, stores every spooled span once and
     becomes ready, with no restart."""
     server = urllib.parse.urlparse(SERVER_URL)
     database = f"agenttrail_wait_{uuid.uuid4().hex[:8]}"
-    port = free_port()
+    port = port_of(closed_port)
     credentials = server.netloc.rpartition("@")[0]
     late = server._replace(netloc=f"{credentials}@127.0.0.1:{port}" if credentials else f"127.0.0.1:{port}")
-    grpc_address, http_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    process = serve(
-        urllib.parse.urlunparse(late), tmp_path / "spool", grpc_address, http_address, "--database", database
+    serve = serve_process(
+        *serve_args(urllib.parse.urlunparse(late), tmp_path / "spool", "--database", database)
     )
-    processes.append(process)
+    grpc_address, http_address = serve.grpc, serve.http
     stop = threading.Event()
     direct = Store(parse_store(SERVER_URL, database))
     try:
         until(lambda: get(http_address, "/livez")[0] == 200, timeout=240, what="/livez 200")
         assert get(http_address, "/readyz")[0] == 503
         send_runs(grpc_address, http_address, ["a", "b", "c", "d"])
-        forward(port, (server.hostname or "127.0.0.1", server.port or 8123), stop)
+        forward(closed_port, (server.hostname or "127.0.0.1", server.port or 8123), stop)
         until(lambda: get(http_address, "/readyz")[0] == 200, timeout=180, what="/readyz 200")
         until(lambda: direct.query("SELECT count() FROM otel_traces") == [(12,)], what="12 spans stored")
         assert direct.query("SELECT uniqExact(SpanId) FROM otel_traces") == [(12,)]
         until(lambda: len(get(http_address, "/api/v1/trajectories")[2].splitlines()) == 4, what="4 runs")
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=120)
-        assert process.returncode == 0, stderr
+        assert serve.stop() == 0
+        stderr = serve.output()
         assert "reached the store" in stderr
         assert "Traceback" not in stderr
     finally:
@@ -502,6 +471,7 @@ def test_a_server_lost_between_migrations_and_the_writer_is_waited_for_again(
     database: str,
     lost_on_try: int,
     caplog: pytest.LogCaptureFixture,
+    closed_port: socket.socket,
 ) -> None:
     """The server answers, serve migrates, and it is gone before the writer starts (at the first
     try, or after a wait): serve goes back to waiting, acknowledging into the spool, instead of
@@ -510,7 +480,7 @@ def test_a_server_lost_between_migrations_and_the_writer_is_waited_for_again(
 
     from agenttrail.collector.sidecar import Sidecar
 
-    closed = parse_store(f"http://127.0.0.1:{free_port()}/agenttrail")
+    closed = parse_store(f"http://127.0.0.1:{port_of(closed_port)}/agenttrail")
     embedded = parse_store(str(chdb_dir), database)
     tries = [0]
 

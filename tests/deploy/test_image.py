@@ -14,8 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from serve_processes import ServeProcess
 
-from .tools import DEPLOY, ROOT, VENV_BIN, free_port, run, tool
+from .tools import DEPLOY, ROOT, VENV_BIN, run, tool
 
 # Tests here start real sidecars and builds in subprocesses: minutes on a loaded machine.
 pytestmark = pytest.mark.timeout(450)
@@ -70,8 +71,8 @@ def entry_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         AGENTTRAIL_CONFIG=str(DEPLOY / "docker" / "agenttrail.yaml"),
         AGENTTRAIL_STORE=str(tmp_path / "volume" / "store"),
         AGENTTRAIL_SPOOL_DIR=str(tmp_path / "volume" / "spool"),
-        AGENTTRAIL_GRPC=f"127.0.0.1:{free_port()}",
-        AGENTTRAIL_HTTP=f"127.0.0.1:{free_port()}",
+        AGENTTRAIL_GRPC="127.0.0.1:0",  # serve's banner says the bound ports (see the serving test)
+        AGENTTRAIL_HTTP="127.0.0.1:0",
     )
     env.update(extra)
     return env
@@ -90,14 +91,16 @@ def test_entrypoint_serves_with_a_secret_file_and_answers_the_healthcheck(tmp_pa
     env = entry_env(
         tmp_path, AGENTTRAIL_BEARER_TOKEN_FILE=str(tmp_path / "token"), AGENTTRAIL_HEALTH_AUTH="true"
     )
-    assert healthcheck(env).returncode == 1  # nothing listens yet
-    process = subprocess.Popen(
-        ["sh", str(ENTRYPOINT), "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    log = tmp_path / "serve.log"
+    with log.open("w") as sink:
+        command = ["sh", str(ENTRYPOINT), "serve"]
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=sink, text=True)
     try:
+        # Port 0 and the banner, not a port chosen before: a parallel test could take that first.
+        env["AGENTTRAIL_HTTP"] = ServeProcess(process, log).wait_listening(150).http
         deadline = time.monotonic() + 150
         while healthcheck(env).returncode != 0:
-            assert process.poll() is None, process.communicate()[0]
+            assert process.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "the sidecar never became ready"
             time.sleep(1)
         api = f"http://{env['AGENTTRAIL_HTTP']}/api/v1/trajectories"
@@ -110,8 +113,8 @@ def test_entrypoint_serves_with_a_secret_file_and_answers_the_healthcheck(tmp_pa
         assert (tmp_path / "volume" / "spool").is_dir()
     finally:
         process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=60)[0]
-    assert process.returncode == 0, output
+        process.wait(60)
+    assert process.returncode == 0, log.read_text()
     assert healthcheck(env).returncode == 1
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .tools import DEPLOY, free_port, run, tool
+from .tools import DEPLOY, run, tool
 
 PROM = DEPLOY / "prometheus"
 SIDECAR_DASHBOARD = DEPLOY / "grafana" / "dashboards" / "agenttrail-sidecar.json"
@@ -47,20 +47,32 @@ def get_json(url: str) -> Any:
 
 
 def start_prometheus(
-    processes: Callable[..., subprocess.Popen[bytes]], tmp_path: Path, config: dict[str, Any], port: int
-) -> None:
-    """Debian's Prometheus on loopback `port` with `config` (written to tmp_path/prometheus.yml,
-    beside which rule files it names are looked for), once it says it is ready."""
+    processes: Callable[..., subprocess.Popen[bytes]], tmp_path: Path, config: dict[str, Any]
+) -> str:
+    """Debian's Prometheus on a loopback port of its choosing with `config` (written to
+    tmp_path/prometheus.yml, beside which rule files it names are looked for); its URL, once it
+    says it is ready."""
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    log = tmp_path / "prometheus.log"
     processes(
         tool("prometheus"),
         f"--config.file={tmp_path / 'prometheus.yml'}",
         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-        f"--web.listen-address=127.0.0.1:{port}",
-        log=tmp_path / "prometheus.log",
+        "--web.listen-address=127.0.0.1:0",
+        log=log,
     )
-    ready = f"http://127.0.0.1:{port}/-/ready"
-    wait_for(lambda: urllib.request.urlopen(ready, timeout=5).status == 200, "Prometheus")
+    url = f"http://{listening_on(log, 'Prometheus')}"
+    wait_for(lambda: urllib.request.urlopen(f"{url}/-/ready", timeout=5).status == 200, "Prometheus")
+    return url
+
+
+def listening_on(log: Path, what: str) -> str:
+    """The address a Prometheus-family server bound for port 0, from its log (exporter-toolkit's
+    `msg="Listening on" address=...`): a port chosen beforehand could be taken by a parallel test
+    before the server binds it."""
+    line = re.compile(r'msg="Listening on" address=(\S+)')
+    found = wait_for(lambda: line.search(log.read_text()), f"{what} to listen")
+    return str(found.group(1))
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 90) -> Any:
@@ -133,16 +145,16 @@ def send_runs(endpoint: str, *, ok: int, failed: int) -> None:
 def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
     start_sidecar: Any, processes: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
-    am_port, prom_port = free_port(), free_port()
-    am_url, prom_url = f"http://127.0.0.1:{am_port}", f"http://127.0.0.1:{prom_port}"
     processes(
         tool("prometheus-alertmanager"),
         f"--config.file={PROM / 'alertmanager.yml'}",
         f"--storage.path={tmp_path / 'am'}",
-        f"--web.listen-address=127.0.0.1:{am_port}",
+        "--web.listen-address=127.0.0.1:0",
         "--cluster.listen-address=",
         log=tmp_path / "alertmanager.log",
     )
+    am_address = listening_on(tmp_path / "alertmanager.log", "Alertmanager")
+    am_url = f"http://{am_address}"
     config = tmp_path / "agenttrail.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -171,17 +183,18 @@ def test_prometheus_scrapes_the_sidecar_and_alertmanager_receives_its_alert(
     # The deploy files, pointed at loopback and made fast; otherwise as shipped.
     prometheus_config = yaml.safe_load((PROM / "prometheus.yml").read_text())
     prometheus_config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    prometheus_config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [
-        f"127.0.0.1:{am_port}"
+    prometheus_config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] = [am_address]
+    # Prometheus's own job goes: its port is known only once it listens, and nothing here reads it.
+    prometheus_config["scrape_configs"] = [
+        job for job in prometheus_config["scrape_configs"] if job["job_name"] != "prometheus"
     ]
     jobs = {job["job_name"]: job for job in prometheus_config["scrape_configs"]}
     jobs["agenttrail"]["static_configs"][0]["targets"] = [sidecar_address]
-    jobs["prometheus"]["static_configs"][0]["targets"] = [f"127.0.0.1:{prom_port}"]
     rules = yaml.safe_load((PROM / "agenttrail-rules.yml").read_text())
     for group in rules["groups"]:
         group["interval"] = "1s"
     (tmp_path / "agenttrail-rules.yml").write_text(yaml.safe_dump(rules))
-    start_prometheus(processes, tmp_path, prometheus_config, prom_port)
+    prom_url = start_prometheus(processes, tmp_path, prometheus_config)
     wait_for(lambda: urllib.request.urlopen(f"{am_url}/-/ready", timeout=5).status == 200, "Alertmanager")
 
     send_runs(f"http://{sidecar_address}", ok=4, failed=2)
@@ -271,11 +284,10 @@ def test_prometheus_scrapes_a_sidecar_with_a_token_as_the_kubernetes_manifests_s
     token_file = tmp_path / "token"
     token_file.write_text(token)
 
-    address, prom_port = f"127.0.0.1:{free_port()}", free_port()
-    prom_url = f"http://127.0.0.1:{prom_port}"
     config = tmp_path / "agenttrail.yaml"
     config.write_text(yaml.safe_dump({"metrics_export": {"prometheus": True, "interval_s": 0.5}}))
-    sidecar = start_sidecar(str(config), bearer_token=token, http=address)
+    sidecar = start_sidecar(str(config), bearer_token=token, http="127.0.0.1:0")
+    address = sidecar.http.address  # the restart below binds it again: Prometheus keeps one target
     jobs = [
         {  # what prometheus-operator makes of the ServiceMonitor's endpoint
             "job_name": "servicemonitor",
@@ -289,9 +301,8 @@ def test_prometheus_scrapes_a_sidecar_with_a_token_as_the_kubernetes_manifests_s
             "static_configs": [{"targets": [address]}],
         },
     ]
-    start_prometheus(
-        processes, tmp_path, {"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}, prom_port
-    )
+    prom_config = {"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}
+    prom_url = start_prometheus(processes, tmp_path, prom_config)
 
     def health() -> dict[str, tuple[str, str]]:
         targets = get_json(f"{prom_url}/api/v1/targets")["data"]["activeTargets"]

@@ -479,7 +479,7 @@ def test_the_composition_root_hands_each_part_its_resolved_section(
     file.write_text(yaml.safe_dump({**document, "judges": [{**judge, "name": "kind"}]}))
     monkeypatch.setenv("AGENTTRAIL_JUDGE_DEFAULTS_MODEL", "newer-model")
     summary = live.reload()
-    assert (summary.added, summary.removed) == (["kind"], ["helpful"])
+    assert (summary.changes.added, summary.changes.removed) == (["kind"], ["helpful"])
     assert live.config.get("kind").options["model"] == "newer-model"
 
 

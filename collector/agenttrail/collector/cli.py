@@ -875,8 +875,9 @@ def migrate_command(dry_run: bool, config_file: str | None, **options: Any) -> N
 
     For upgrades: run the new version's `agenttrail migrate` (a Kubernetes Job or init container)
     before rolling its sidecars, which then find the migrations recorded. Exits 4 when the store
-    cannot be reached or serve holds the embedded store, 1 when a migration fails (the message
-    names it; those before it stay applied, and running migrate again resumes).
+    cannot be reached or serve holds the embedded store, 3 on a cluster member's database (`schema
+    --cluster` migrates those), 1 when a migration fails (the message names it; those before it
+    stay applied, and running migrate again resumes).
     """
     from agenttrail.collector.service import migrate_store
 

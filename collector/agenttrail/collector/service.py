@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agenttrail.collector.errors import AgentTrailError, StoreError
+from agenttrail.collector.errors import AgentTrailError, ConfigError, StoreError
 from agenttrail.collector.queries import TrajectoryFilter, parse_time, query_trajectories
 from agenttrail.collector.reads import ReadRequest
 from agenttrail.collector.schema import (
@@ -166,6 +166,21 @@ class MigrationFailed(StoreError):
     """A schema migration's statement failed (`agenttrail migrate`): which one, and what applied before it."""
 
 
+class ClusterLayout(ConfigError):
+    """`agenttrail migrate` pointed at a database laid out for a ClickHouse cluster (`schema
+    --cluster`: Distributed and Replicated tables), whose migrations that DDL applies, not migrate."""
+
+
+def cluster_tables(store: Store) -> list[tuple[str, str]]:
+    """(table, engine) of the store's database that belong to the cluster layout."""
+    rows = store.query(
+        "SELECT name, engine FROM system.tables WHERE database = {db:String} "
+        "AND (engine = 'Distributed' OR startsWith(engine, 'Replicated')) ORDER BY name",
+        {"db": store.location.database},
+    )
+    return [(str(name), str(engine)) for name, engine in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class MigrateOutcome:
     """What `agenttrail migrate` found and did on one store."""
@@ -176,9 +191,20 @@ class MigrateOutcome:
 
 
 def migrate_store(store: Store, migrations: Sequence[Migration], *, dry_run: bool) -> MigrateOutcome:
-    """List the migrations `store` lacks and, unless `dry_run`, apply them as serve does at start.
+    """List the migrations `store` lacks and, unless `dry_run`, apply them as serve does at start;
+    ClusterLayout, changing nothing, where the database has the cluster layout's tables.
     A failed statement raises MigrationFailed naming its migration and those applied before it
     (they stay applied and recorded: every statement is idempotent, so running it again resumes)."""
+    clustered = cluster_tables(store)
+    if clustered:
+        shown = ", ".join(f"{name} ({engine})" for name, engine in clustered[:3])
+        more = f" and {len(clustered) - 3} more" if len(clustered) > 3 else ""
+        raise ClusterLayout(
+            f"database {store.location.database} is laid out for a ClickHouse cluster ({shown}{more}): "
+            "migrate would run one server's DDL on this member alone. Print the new version's "
+            "cluster DDL with `agenttrail schema --cluster CLUSTER` and run it with `clickhouse "
+            "client --multiquery` (deploy/README.md, ClickHouse: server and cluster)"
+        )
     ordered = combine(migrations)
     recorded = recorded_versions(store)
     pending = [migration for migration in ordered if migration.version not in recorded]

@@ -664,17 +664,22 @@ class Sidecar:
     def reload(self) -> bool:
         """Each `on_reload` in turn (SIGHUP); a refused one is logged and keeps its old settings.
         True when none refused."""
-        done = True
+        return not self.reload_problems()
+
+    def reload_problems(self) -> list[str]:
+        """Each `on_reload` in turn (SIGHUP, `POST /-/reload`): what each that refused or failed
+        said (logged too; it keeps its old settings), empty when all took their sections."""
+        problems = []
         for reload in self.on_reload:
             try:
                 reload()
             except AgentTrailError as exc:
                 log.error("reload refused, the settings in force stay as they were: %s", exc)
-                done = False
-            except Exception:  # a bug in one extension's reload must not end serve (SIGHUP)
+                problems.append(str(exc))
+            except Exception as exc:  # a bug in one extension's reload must not end serve (SIGHUP)
                 log.exception("reload failed unexpectedly, the settings in force stay as they were")
-                done = False
-        return done
+                problems.append(f"reload failed unexpectedly: {exc!r}")
+        return problems
 
     def dead_workers(self) -> list[str]:
         """What should run and does not; the store parts only once they started (serve may be

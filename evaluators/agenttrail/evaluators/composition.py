@@ -88,11 +88,12 @@ def build_sidecar(config: SidecarConfig, config_file: str | None = None) -> Side
         sidecar,
         settings.alerts,
         reread=(lambda: config_sections.load_alerts(config_file)) if config_file else None,
+        config_file=config_file,
     )
     install_export_and_report(sidecar, settings.metrics_export)
     api_judges = install_api(sidecar, evaluator.metrics, settings.judges, judge_clients)
     judges.also.append(api_judges.reloaded)  # a judges reload reaches the evaluation API too
-    install_admin(sidecar, judges, scoring)
+    install_admin(sidecar, judges, scoring, alerts)
     install_console(
         sidecar, evaluator=evaluator, alert_rules=lambda: alerts.config.rules, scoring=scoring, judges=judges
     )

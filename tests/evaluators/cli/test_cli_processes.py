@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import queue
+import re
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serve_processes import AGENTTRAIL, StartServe, port_of
 from trajectory_rows import agent_run, store_runs
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 SERVER_URL = os.environ.get("AGENTTRAIL_TEST_CLICKHOUSE_URL", "")
 REFS = (
     "refund:\n  reference_trajectory: [{tool_name: lookup}, {tool_name: refund}]\n"
@@ -33,14 +31,6 @@ REFS = (
 
 def agenttrail(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*AGENTTRAIL, *args], capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def test_references_load_then_list_round_trip(tmp_path: Path) -> None:
@@ -78,20 +68,20 @@ def test_worker_refuses_an_embedded_store(tmp_path: Path) -> None:
     assert not store.exists()
 
 
-def test_worker_says_when_the_server_does_not_answer() -> None:
+def test_worker_says_when_the_server_does_not_answer(closed_port: socket.socket) -> None:
     """A server URL nobody answers on: exit 4 (store unavailable) with the URL and what to check,
     instead of a worker that waits forever."""
-    url = f"http://127.0.0.1:{closed_port()}"
+    url = f"http://127.0.0.1:{port_of(closed_port)}"
     done = agenttrail("worker", "--store", url, timeout=60)
     assert done.returncode == 4, done.stderr
     assert f"cannot reach ClickHouse {url}" in done.stderr
     assert "Check the URL and that ClickHouse is running." in done.stderr
 
 
-def test_an_unreachable_server_is_one_line_naming_the_socket_error() -> None:
+def test_an_unreachable_server_is_one_line_naming_the_socket_error(closed_port: socket.socket) -> None:
     """A read against a server URL nobody answers on: exit 4 and one line, the URL and the
     socket's own error, without the driver's retry warnings and urllib3's wrapping around it."""
-    url = f"http://127.0.0.1:{closed_port()}"
+    url = f"http://127.0.0.1:{port_of(closed_port)}"
     done = agenttrail("trajectories", "--store", url, timeout=60)
     assert done.returncode == 4, done.stderr
     assert done.stderr.splitlines() == [
@@ -165,48 +155,24 @@ def test_worker_scores_runs_on_a_server(server_database: tuple[str, str], tmp_pa
 
 
 @pytest.mark.timeout(300)
-def test_serve_prints_where_the_console_mcp_and_metrics_answer(tmp_path: Path) -> None:
+def test_serve_prints_where_the_console_mcp_and_metrics_answer(
+    tmp_path: Path, serve_process: StartServe
+) -> None:
     """serve's start-up lines name the web console, MCP and Prometheus URLs on its HTTP port, and
     each answers there (a newcomer learned the console's address only from the demo)."""
     import urllib.request
 
-    serve = subprocess.Popen(
-        [
-            *AGENTTRAIL,
-            "serve",
-            "--store",
-            str(tmp_path / "s"),
-            "--grpc",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert serve.stderr is not None
-        stderr = serve.stderr
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in stderr], daemon=True).start()
-        seen: list[str] = []
-        while not seen or "serving on" not in seen[-1]:
-            seen.append(lines.get(timeout=240))
-        announced: dict[str, str] = {}
-        try:
-            while True:  # the lines right after it (log lines of other threads may come between)
-                what, _, url = lines.get(timeout=5).strip().partition(": http://")
-                if url:
-                    announced[what] = "http://" + url
-        except queue.Empty:
-            pass
-        assert set(announced) == {"web console", "MCP (streamable HTTP)", "Prometheus metrics"}, seen
-        assert announced["web console"].endswith("/console/")
-        assert announced["MCP (streamable HTTP)"].endswith("/mcp/")
-        with urllib.request.urlopen(announced["web console"], timeout=30) as page:
-            assert page.url.endswith("/console/runs")
-        with urllib.request.urlopen(announced["Prometheus metrics"], timeout=30) as page:
-            assert b"agenttrail_" in page.read()
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(60) == 0
+    serve = serve_process("--store", str(tmp_path / "s"))
+    announced: dict[str, str] = {}
+    deadline = time.monotonic() + 30
+    while len(announced) < 3 and time.monotonic() < deadline:  # the lines printed after the banner
+        announced = dict(re.findall(r"^  (.+?): (http://\S+)$", serve.output(), re.M))
+        time.sleep(0.1)
+    assert set(announced) == {"web console", "MCP (streamable HTTP)", "Prometheus metrics"}, serve.output()
+    assert announced["web console"].endswith("/console/")
+    assert announced["MCP (streamable HTTP)"].endswith("/mcp/")
+    with urllib.request.urlopen(announced["web console"], timeout=30) as page:
+        assert page.url.endswith("/console/runs")
+    with urllib.request.urlopen(announced["Prometheus metrics"], timeout=30) as page:
+        assert b"agenttrail_" in page.read()
+    assert serve.stop() == 0

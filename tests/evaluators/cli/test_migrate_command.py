@@ -93,3 +93,48 @@ def test_migrate_exits_non_zero_naming_the_problem(tmp_path: Path) -> None:
     assert busy.returncode == 4, busy.stderr
     assert f"the embedded store {held} is in use by agenttrail serve (pid" in busy.stderr
     assert "a running serve migrated its store when it started" in busy.stderr
+
+
+CLUSTER_MEMBER = """
+import sys
+import chdb
+store, config = sys.argv[1], sys.argv[2]
+(config_file := __import__("pathlib").Path(config)).write_text(
+    "<clickhouse><remote_servers><prod><shard><replica><host>localhost</host><port>9000</port>"
+    "</replica></shard></prod></remote_servers></clickhouse>"
+)
+engine = chdb.connect(f"{store}?config-file={config}")  # kept: the cursor dies with it
+cursor = engine.cursor()
+for statement in (
+    "CREATE DATABASE IF NOT EXISTS agenttrail",
+    "CREATE TABLE agenttrail.otel_traces_local (TraceId String) ENGINE = MergeTree ORDER BY TraceId",
+    "CREATE TABLE agenttrail.otel_traces AS agenttrail.otel_traces_local "
+    "ENGINE = Distributed(prod, agenttrail, otel_traces_local)",
+):
+    cursor.execute(statement)
+from agenttrail.evaluators.cli.entry import main
+sys.argv = ["agenttrail", "migrate", "--store", store, *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["migrate", "dry-run"])
+def test_migrate_refuses_a_cluster_members_database(tmp_path: Path, dry_run: bool) -> None:
+    """A database with `schema --cluster`'s layout (a Distributed otel_traces over
+    otel_traces_local, made here in one engine given a one-shard cluster, no Keeper): migrate,
+    and its dry run, exit 3 naming the table and `schema --cluster`, and create nothing."""
+    store = tmp_path / "store"
+    extra = ["--dry-run"] if dry_run else []
+    done = subprocess.run(
+        [sys.executable, "-c", CLUSTER_MEMBER, str(store), str(tmp_path / "config.xml"), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert (
+        "database agenttrail is laid out for a ClickHouse cluster (otel_traces (Distributed))" in done.stderr
+    )
+    assert "agenttrail schema --cluster CLUSTER" in done.stderr
+    assert "applying schema migration" not in done.stderr

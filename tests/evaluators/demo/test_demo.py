@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from serve_processes import AGENTTRAIL
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
 README = Path(__file__).parents[3] / "README.md"
 
 

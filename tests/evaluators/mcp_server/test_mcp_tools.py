@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
-from serve_processes import AGENTTRAIL, wait_ready
+from serve_processes import AGENTTRAIL, launch_serve
 
 pytestmark = pytest.mark.timeout(900)  # the demo fill and serve's start on a loaded 2-core machine
 
@@ -51,22 +51,17 @@ def demo_stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def served(demo_stores: tuple[Path, Path]) -> Iterator[str]:
-    """`agenttrail serve` holding the demo's store with a bearer token; yields its MCP URL."""
-    store = demo_stores[0]
-    process = subprocess.Popen(
-        [*AGENTTRAIL, "serve", "--store", str(store), "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"],
-        env={**os.environ, "AGENTTRAIL_BEARER_TOKEN": TOKEN},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+def served(demo_stores: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`agenttrail serve` holding the demo's store with a bearer token; yields its MCP URL.
+    Module-scoped, so serve_process (per test) does not fit: launch_serve, as it does."""
+    log = tmp_path_factory.mktemp("served") / "serve.log"
+    serve = launch_serve(
+        log, "--store", str(demo_stores[0]), env={**os.environ, "AGENTTRAIL_BEARER_TOKEN": TOKEN}
     )
     try:
-        info = wait_ready(store, process, timeout=300)
-        yield f"http://{info['http']}/mcp/"
+        yield f"http://{serve.wait_listening(300).http}/mcp/"
     finally:
-        process.terminate()
-        process.wait(60)
+        serve.stop(60)
 
 
 def stdio(store: Path, **env: str) -> Client:

@@ -139,7 +139,7 @@ def test_through_serve_reload_then_backfill_as_a_job(
     assert list_judges(api, unread) == [], "the judges in force, not the edited file's"
     reloaded = reload_judges(api, config, unread)
     assert isinstance(reloaded, JudgesReloaded)
-    assert (reloaded.added, reloaded.changed, reloaded.other_file) == (["helpful"], [], False)
+    assert (reloaded.changes.added, reloaded.changes.changed, reloaded.other_file) == (["helpful"], [], False)
     assert [row["name"] for row in list_judges(api, unread)] == ["helpful"]
 
     jobs: list[str] = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -16,6 +15,7 @@ import grpc
 import yaml
 from click.testing import CliRunner
 from otlp_builders import agent_span, new_span_id, new_trace_id, request, tool_span
+from serve_processes import AGENTTRAIL, StartServe, call_json
 
 from agenttrail.evaluators.cli.main import cli
 
@@ -275,9 +275,6 @@ def test_judges_reload_without_serve_checks_the_file(
     assert "judge 'helpful': key 'failure' must be one of" in refused.output
 
 
-AGENTTRAIL = [sys.executable, "-c", "from agenttrail.evaluators.cli.entry import main; main()"]
-
-
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*AGENTTRAIL, *args], capture_output=True, text=True, timeout=120, check=False)
 
@@ -292,72 +289,56 @@ def wait_for(condition: Any, what: str, timeout: float = 60) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def ready(lock: dict[str, Any]) -> dict[str, Any] | None:
-    return lock if lock.get("grpc") and not lock.get("starting") else None
-
-
-def test_sighup_reloads_the_judges_of_a_serve_process(llm: Any, tmp_path: Path) -> None:
+def test_sighup_reloads_the_judges_of_a_serve_process(
+    llm: Any, tmp_path: Path, serve_process: StartServe
+) -> None:
     """A real `agenttrail serve` process: SIGHUP takes an edited judges section, and the CLI
     backfills through it with the new judge; a bad edit on SIGHUP is logged and
     refused while serve keeps running with the judges in force, and `judges reload` (a process of its
     own, for its exit code) exits 3 on it."""
     config, store = tmp_path / "agenttrail.yaml", tmp_path / "store"
     write_judges(config, llm, lookback_s=1)  # runs older than 1 s are the backfill's, not the worker's
-    log = (tmp_path / "serve.log").open("w+")
-    addresses = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0", "--quiet-period-s", "0.3"]
-    serve = subprocess.Popen(
-        [*AGENTTRAIL, "serve", "--config", str(config), "--store", str(store), *addresses],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
+    serve = serve_process("--config", str(config), "--store", str(store), "--quiet-period-s", "0.3")
+    where = ["--store", str(store), "--config", str(config)]
+    traces = [new_trace_id() for _ in range(2)]
+    for trace in traces:
+        root = new_span_id()
+        body = request(
+            agent_span(trace, root, 0, 100, attributes={"agenttrail.task": "refund"}),
+            tool_span(trace, new_span_id(), root, "lookup", 1, 5),
+        ).SerializeToString()
+        with grpc.insecure_channel(serve.grpc) as channel:
+            channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(
+                body, timeout=30
+            )
+    wait_for(
+        lambda: len(invoke("trajectories", *where, "--format", "json").output.splitlines()) == 2,
+        "assembly",
     )
-    try:
-        lock = store / "agenttrail.agenttrail.lock"
-        info = wait_for(lambda: lock.exists() and ready(json.loads(lock.read_text() or "{}")), "serve", 120)
-        where = ["--store", str(store), "--config", str(config)]
-        traces = [new_trace_id() for _ in range(2)]
-        for trace in traces:
-            root = new_span_id()
-            body = request(
-                agent_span(trace, root, 0, 100, attributes={"agenttrail.task": "refund"}),
-                tool_span(trace, new_span_id(), root, "lookup", 1, 5),
-            ).SerializeToString()
-            with grpc.insecure_channel(info["grpc"]) as channel:
-                channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(
-                    body, timeout=30
-                )
-        wait_for(
-            lambda: len(invoke("trajectories", *where, "--format", "json").output.splitlines()) == 2,
-            "assembly",
-        )
-        time.sleep(1.5)  # out of the online worker's 1 s window
+    time.sleep(1.5)  # out of the online worker's 1 s window
 
-        write_judges(config, llm, {"name": "helpful"}, lookback_s=1)
-        serve.send_signal(signal.SIGHUP)
-        wait_for(lambda: "helpful" in judges_in_force(*where), "SIGHUP to add the judge")
-        dry = invoke("backfill", "--judge", "helpful", "--since", "2020-01-01", "--dry-run", *where)
-        assert dry.exit_code == 0, dry.output
-        assert "2 run(s) not yet decided by helpful@" in dry.output
-        done = invoke("backfill", "--judge", "helpful", "--since", "2020-01-01", *where)
-        assert done.exit_code == 0, done.output
-        assert "2 run(s) decided: 2 judged" in done.output
-        assert len(llm.chat_requests()) == 2
+    write_judges(config, llm, {"name": "helpful"}, lookback_s=1)
+    serve.process.send_signal(signal.SIGHUP)
+    wait_for(lambda: "helpful" in judges_in_force(*where), "SIGHUP to add the judge")
+    dry = invoke("backfill", "--judge", "helpful", "--since", "2020-01-01", "--dry-run", *where)
+    assert dry.exit_code == 0, dry.output
+    assert "2 run(s) not yet decided by helpful@" in dry.output
+    done = invoke("backfill", "--judge", "helpful", "--since", "2020-01-01", *where)
+    assert done.exit_code == 0, done.output
+    assert "2 run(s) decided: 2 judged" in done.output
+    assert len(llm.chat_requests()) == 2
 
-        in_force = judges_in_force(*where)
-        write_judges(config, llm, {"name": "helpful", "sample_rate": 2}, lookback_s=1)
-        serve.send_signal(signal.SIGHUP)
-        wait_for(
-            lambda: "reload refused" in (tmp_path / "serve.log").read_text(), "the refusal in serve's log"
-        )
-        assert serve.poll() is None, "serve keeps running"
-        assert judges_in_force(*where) == in_force
-        refused = run_cli("judges", "reload", *where)
-        assert refused.returncode == 3, refused.stderr
-        assert "key 'sample_rate' must be a number from 0 to 1, got 2" in refused.stderr
-    finally:
-        serve.send_signal(signal.SIGTERM)
-        assert serve.wait(60) == 0
-    logged = (tmp_path / "serve.log").read_text()
+    in_force = judges_in_force(*where)
+    write_judges(config, llm, {"name": "helpful", "sample_rate": 2}, lookback_s=1)
+    serve.process.send_signal(signal.SIGHUP)
+    wait_for(lambda: "reload refused" in serve.output(), "the refusal in serve's log")
+    assert serve.process.poll() is None, "serve keeps running"
+    assert judges_in_force(*where) == in_force
+    refused = run_cli("judges", "reload", *where)
+    assert refused.returncode == 3, refused.stderr
+    assert "key 'sample_rate' must be a number from 0 to 1, got 2" in refused.stderr
+    assert serve.stop() == 0
+    logged = serve.output()
     assert "judges reloaded from" in logged
     assert "reload refused, the settings in force stay as they were" in logged
     assert "key 'sample_rate' must be a number from 0 to 1" in logged
@@ -365,16 +346,7 @@ def test_sighup_reloads_the_judges_of_a_serve_process(llm: Any, tmp_path: Path) 
 
 def admin(sidecar: Any, path: str, body: dict[str, Any] | None = None, token: str = "s3cret") -> Any:
     """(status, JSON answer) of the sidecar's admin API."""
-    import urllib.error
-
-    data = None if body is None else json.dumps(body).encode()
-    call = urllib.request.Request(f"http://{sidecar.http.address}/api/v1/admin{path}", data=data)
-    call.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(call, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return call_json(sidecar.http.address, f"/api/v1/admin{path}", body, token)
 
 
 def test_a_backfill_job_in_serve_is_one_per_judge_cancellable_and_behind_the_token(

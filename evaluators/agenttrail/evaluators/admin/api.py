@@ -14,6 +14,12 @@ read API (every route answers 401 without it):
     POST /api/v1/admin/judges/reload   {}   (the same as SIGHUP to serve)
         -> 200 {"config_file", "added", "changed", "removed", "unchanged", "judges": [...]}
         -> 422 {"message": ...} when the edited judges section is refused (the old stays in force)
+    POST /api/v1/admin/alerts/reload   {}   (the same as SIGHUP to serve, for the alerts section)
+        -> 200 {"config_file", "rules": {"added", "changed", "removed", "unchanged"},
+                "channels": {...the same}, "settings": [key, ...], "summary": "rules added x; ..."}
+        -> 422 {"message": ...} when the edited alerts section is refused (file, rule and key
+                named; the rules in force keep being evaluated), or serve has no --config
+        -> 404 {"message": ...} a sidecar built without alerts (an embedder's)
     POST /api/v1/admin/backfill   {"judge": name, "fingerprint": spec hash or null,
                                    "runs": {since, until, agent, task, limit}, "dry_run": bool}
         -> 202 {"id", "judge", "version", "state": "running", "error", "report"}
@@ -21,6 +27,10 @@ read API (every route answers 401 without it):
         -> 400 {"message": ...} a bad filter
     GET  /api/v1/admin/backfill/{id}          -> 200 the job (state running|done|failed|cancelled)
     POST /api/v1/admin/backfill/{id}/cancel   -> 200 the job (it stops between batches)
+
+and, as Prometheus and Alertmanager have it, `POST /-/reload` (same token): exactly what SIGHUP
+does (every section that reloads: judges, alerts), 200 {"reloaded": true}, or 422 {"message"}
+with what each refused section said (those keep their settings, the others took theirs).
 
 and read routes: `GET /api/v1/references` (every task's current reference, as `agenttrail
 references list --format json` prints it) and `GET /api/v1/judges` (the judges in force, as
@@ -52,6 +62,7 @@ if TYPE_CHECKING:
     from agenttrail.collector.sidecar import Sidecar
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.judges.setup import LiveJudges
+    from agenttrail.evaluators.monitoring.alerts.install import LiveAlerts
     from agenttrail.evaluators.scoring.worker import EvaluatorWorker
 
 
@@ -74,6 +85,7 @@ def admin_app(
     judges: LiveJudges | None = None,
     jobs: BackfillJobs | None = None,
     scoring: EvaluatorWorker | None = None,
+    alerts: LiveAlerts | None = None,
 ) -> Starlette:
     """The write endpoints, each on a store of its own opened for the request (or the job)."""
 
@@ -114,19 +126,27 @@ def admin_app(
         except (ValueError, ReferenceSetError) as exc:
             return _message(str(exc), 400)
 
-    async def reload_judges(request: Request) -> JSONResponse:
+    async def reloaded(request: Request, live: LiveJudges | LiveAlerts | None, what: str) -> JSONResponse:
+        """A section's reload, as SIGHUP's: what changed, or why it was refused (logged too)."""
         if not authorized(request):
             return _message("missing or wrong bearer token", 401)
-        if judges is None:
-            return _message("this sidecar runs no judges", 404)
+        if live is None:
+            return _message(f"this sidecar runs no {what}", 404)
         try:
-            summary = await run_in_threadpool(judges.reload)
+            summary: Any = await run_in_threadpool(live.reload)  # ReloadSummary or AlertsReload
         except AgentTrailError as exc:
-            return _message(f"{exc}; the judges in force are unchanged", 422)
+            log.error("%s reload refused, the %s in force stay as they were: %s", what, what, exc)
+            return _message(f"{exc}; the {what} in force are unchanged", 422)
         except Exception as exc:  # a bug, not the user's file: say so, keep serving
-            log.exception("judges reload failed unexpectedly")
-            return _message(f"reload failed: {exc!r}; the judges in force are unchanged", 500)
+            log.exception("%s reload failed unexpectedly", what)
+            return _message(f"reload failed: {exc!r}; the {what} in force are unchanged", 500)
         return JSONResponse(summary.to_json())
+
+    async def reload_judges(request: Request) -> JSONResponse:
+        return await reloaded(request, judges, "judges")
+
+    async def reload_alerts(request: Request) -> JSONResponse:
+        return await reloaded(request, alerts, "alert rules")
 
     async def start_backfill(request: Request) -> JSONResponse:
         if not authorized(request):
@@ -169,6 +189,7 @@ def admin_app(
         routes=[
             Route("/references", references, methods=["POST"]),
             Route("/judges/reload", reload_judges, methods=["POST"]),
+            Route("/alerts/reload", reload_alerts, methods=["POST"]),
             Route("/backfill", start_backfill, methods=["POST"]),
             Route("/backfill/{job}", backfill_job, methods=["GET"]),
             Route("/backfill/{job}/cancel", cancel_backfill, methods=["POST"]),
@@ -176,15 +197,34 @@ def admin_app(
     )
 
 
+def lifecycle_app(sidecar: Sidecar) -> Starlette:
+    """`POST /-/reload`: SIGHUP over HTTP, for a serve its operator cannot signal."""
+
+    async def reload(request: Request) -> JSONResponse:
+        if not bearer_ok(request.headers.get("authorization"), sidecar.config.bearer_token):
+            return _message("missing or wrong bearer token", 401)
+        problems = await run_in_threadpool(sidecar.reload_problems)
+        if problems:
+            return _message("; ".join(problems) + "; the sections refused keep their settings", 422)
+        return JSONResponse({"reloaded": True})
+
+    return Starlette(routes=[Route("/reload", reload, methods=["POST"])])
+
+
 def install_admin(
-    sidecar: Sidecar, judges: LiveJudges | None = None, scoring: EvaluatorWorker | None = None
+    sidecar: Sidecar,
+    judges: LiveJudges | None = None,
+    scoring: EvaluatorWorker | None = None,
+    alerts: LiveAlerts | None = None,
 ) -> None:
     """Mount the write endpoints (with the backfill jobs, a sidecar worker) and the references
-    route; `scoring` is the evaluator that re-scores when a references load asks for it."""
+    route; `scoring` is the evaluator that re-scores when a references load asks for it, `alerts`
+    the section the alerts reload replaces."""
     jobs = BackfillJobs(sidecar.new_store) if judges is not None else None
     if jobs is not None:
         sidecar.add_worker(jobs)
-    sidecar.mount_app(ADMIN_PREFIX, admin_app(sidecar, judges, jobs, scoring))
+    sidecar.mount_app(ADMIN_PREFIX, admin_app(sidecar, judges, jobs, scoring, alerts))
+    sidecar.mount_app("/-", lifecycle_app(sidecar))
     opened: list[Store] = []
 
     def route(params: dict[str, str]) -> list[dict[str, Any]]:

@@ -186,4 +186,43 @@ def alerts_test(
         )
 
 
+@alerts.command("reload")
+@store_options
+@server_option
+def alerts_reload(
+    store: str | None, database: str | None, config_file: str | None, server: str | None
+) -> None:
+    """Make the running sidecar take its config file's edited alerts section, without a restart.
+
+    The same as SIGHUP to serve (or POST /api/v1/admin/alerts/reload). A section it refuses (exit 3,
+    the error names the file, rule and key) leaves the rules in force as they were; a kept rule's
+    firing alert is not announced again. With no sidecar running, checks the section as serve
+    does when it starts."""
+    from agenttrail.collector.cli import config_from, running_sidecar
+    from agenttrail.evaluators.monitoring.alerts.service import AlertsChecked, reload_alerts
+
+    config = config_from({"store": store, "database": database}, config_file)
+    try:
+        api = running_sidecar(config, server)
+        if api is None and not config_file:
+            raise click.UsageError(
+                "no sidecar is running to reload; pass --config FILE to check an alerts section"
+            )
+        outcome = reload_alerts(api, config_file, lambda: config_sections.load_alerts(config_file))
+    except AgentTrailError as exc:
+        raise cli_error(exc) from exc
+    if isinstance(outcome, AlertsChecked):
+        click.echo(
+            f"no sidecar holds the store at {config.store}: nothing to reload. {outcome.config_file}: "
+            f"{len(outcome.rules)} rule(s) ({', '.join(outcome.rules) or 'none'}) and "
+            f"{len(outcome.channels)} channel(s) valid; serve takes them when it starts"
+        )
+        return
+    if outcome.other_file:
+        click.echo(
+            f"note: the sidecar reads its own config file {outcome.config_file}, not {config_file}", err=True
+        )
+    click.echo(f"alerts reloaded from {outcome.config_file}: {outcome.summary}")
+
+
 __all__ = ["alerts"]

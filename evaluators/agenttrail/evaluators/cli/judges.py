@@ -282,10 +282,10 @@ def judges_reload(
         + ", ".join(
             _names(names, key)
             for key, names in (
-                ("added", outcome.added),
-                ("changed", outcome.changed),
-                ("removed", outcome.removed),
-                ("unchanged", outcome.unchanged),
+                ("added", outcome.changes.added),
+                ("changed", outcome.changes.changed),
+                ("removed", outcome.changes.removed),
+                ("unchanged", outcome.changes.unchanged),
             )
         )
     )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from agenttrail.collector.cli import SidecarApi
     from agenttrail.collector.store import Store
     from agenttrail.evaluators.judges.config import JudgesConfig, JudgeSpec
+    from agenttrail.evaluators.reloads import NamedChanges
     from agenttrail.evaluators.scoring.worker import EvaluatorConfig
 
 
@@ -80,10 +81,7 @@ class JudgesReloaded:
     reads another config file than the one the caller gave."""
 
     config_file: str
-    added: list[str]
-    changed: list[str]
-    removed: list[str]
-    unchanged: list[str]
+    changes: NamedChanges
     other_file: bool
 
 
@@ -99,18 +97,12 @@ def reload_judges(
                 "no sidecar is running to reload; pass --config FILE to check a judges section"
             )
         return JudgesChecked(config_file, configured_judges(read_judges()))
+    from agenttrail.evaluators.reloads import NamedChanges
     from agenttrail.evaluators.routes import ADMIN_PREFIX
 
     answer = api.post_json(f"{ADMIN_PREFIX}/judges/reload", {})
     other = bool(config_file) and Path(str(config_file)).resolve() != Path(answer["config_file"])
-    return JudgesReloaded(
-        answer["config_file"],
-        added=list(answer["added"]),
-        changed=list(answer["changed"]),
-        removed=list(answer["removed"]),
-        unchanged=list(answer["unchanged"]),
-        other_file=other,
-    )
+    return JudgesReloaded(answer["config_file"], NamedChanges.from_json(answer), other_file=other)
 
 
 def judge_spec(config_file: str | None, judges: JudgesConfig, name: str) -> JudgeSpec:

@@ -22,6 +22,7 @@ from agenttrail.evaluators.judges.config import JudgeConfigs, JudgesConfig, Judg
 from agenttrail.evaluators.judges.registry import ClientPool, JudgeDefinition
 from agenttrail.evaluators.judges.runs import OnlineJudge
 from agenttrail.evaluators.judges.worker import JudgeWorker
+from agenttrail.evaluators.reloads import NamedChanges
 from agenttrail.evaluators.routes import JUDGES_ROUTE
 from agenttrail.evaluators.scoring.audit import AuditSubject, audit_params, audit_run
 from agenttrail.evaluators.scoring.worker import EVALUATOR, EvaluatorConfig
@@ -84,21 +85,11 @@ class ReloadSummary:
     """What a reload changed, by judge name (a judge changes when its settings or version do)."""
 
     config_file: str
-    added: list[str]
-    changed: list[str]
-    removed: list[str]
-    unchanged: list[str]
+    changes: NamedChanges
     judges: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "config_file": self.config_file,
-            "added": self.added,
-            "changed": self.changed,
-            "removed": self.removed,
-            "unchanged": self.unchanged,
-            "judges": self.judges,
-        }
+        return {"config_file": self.config_file, **self.changes.to_json(), "judges": self.judges}
 
 
 def judge_rows(config: JudgesConfig, judges: Sequence[OnlineJudge]) -> list[dict[str, Any]]:
@@ -172,11 +163,9 @@ class LiveJudges:
             if self.worker is not None:
                 self.worker.replace_judges(judges)
         log.info(
-            "judges reloaded from %s: added %s, changed %s, removed %s",
+            "judges reloaded from %s: %s",
             summary.config_file,
-            summary.added,
-            summary.changed,
-            summary.removed,
+            summary.changes.describe() or "nothing changed",
         )
         return summary
 
@@ -185,13 +174,9 @@ class LiveJudges:
             versions = {judge.name: judge.queue_key for judge in built}
             return {spec.name: (spec, versions.get(spec.name, "")) for spec in cfg.judges}
 
-        before, after = state(self.config, self.judges), state(config, judges)
         return ReloadSummary(
             config_file=str(Path(str(self.config_file)).resolve()),
-            added=[name for name in after if name not in before],
-            changed=[name for name in after if name in before and before[name] != after[name]],
-            removed=[name for name in before if name not in after],
-            unchanged=[name for name in after if before.get(name) == after[name]],
+            changes=NamedChanges.between(state(self.config, self.judges), state(config, judges)),
             judges=judge_rows(config, judges),
         )
 

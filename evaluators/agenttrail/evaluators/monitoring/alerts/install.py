@@ -1,24 +1,30 @@
-"""Alerts in the sidecar: their read routes, the evaluator, and the section's reload (SIGHUP).
+"""Alerts in the sidecar: their read routes, the evaluator, and the section's reload (SIGHUP,
+or `POST /api/v1/admin/alerts/reload`, which `agenttrail alerts reload` sends).
 
 The section in force lives in one `LiveAlerts`, which the evaluator, the `/api/v1/alerts/test`
 route and the console's rule pages read; a reload reads the file again (`reread`), and a section
 that does not parse is refused (a ConfigError naming file, rule and key, logged by
-`Sidecar.reload`) with the rules in force still evaluated.
+`Sidecar.reload` or answered by the admin route) with the rules in force still evaluated.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from agenttrail.collector.errors import ConfigError
 from agenttrail.collector.sidecar import Sidecar
 from agenttrail.evaluators.monitoring.alerts.config import AlertsConfig
 from agenttrail.evaluators.monitoring.alerts.evaluator import AlertEvaluator
 from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_alerts, query_history
 from agenttrail.evaluators.monitoring.alerts.replay import replay_route
+from agenttrail.evaluators.reloads import NamedChanges
 
 
 def served_at(sidecar: Sidecar) -> str:
@@ -37,17 +43,35 @@ log = logging.getLogger(__name__)
 _SETTINGS = ("evaluation_interval_s", "external_url", "queue_size")
 
 
-def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
-    """`added a, b; changed c; removed d` between two name -> definition mappings ("" if none)."""
-    parts = [
-        (what, sorted(names))
-        for what, names in (
-            ("added", after.keys() - before.keys()),
-            ("changed", {name for name in before.keys() & after.keys() if before[name] != after[name]}),
-            ("removed", before.keys() - after.keys()),
+@dataclass(frozen=True, slots=True)
+class AlertsReload:
+    """What a reload of the alerts section changed: rules and channels by name, settings by key."""
+
+    config_file: str
+    rules: NamedChanges
+    channels: NamedChanges
+    settings: list[str]
+
+    def describe(self) -> str:
+        """As logged: `rules added a; channels changed b; settings changed: queue_size` ("" if none)."""
+        return "; ".join(
+            part
+            for part in (
+                self.rules and f"rules {self.rules.describe()}",
+                self.channels and f"channels {self.channels.describe()}",
+                self.settings and f"settings changed: {', '.join(self.settings)}",
+            )
+            if part
         )
-    ]
-    return "; ".join(f"{what} {', '.join(names)}" for what, names in parts if names)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "config_file": self.config_file,
+            "rules": self.rules.to_json(),
+            "channels": self.channels.to_json(),
+            "settings": self.settings,
+            "summary": self.describe() or "nothing changed",
+        }
 
 
 class LiveAlerts:
@@ -58,49 +82,55 @@ class LiveAlerts:
         config: AlertsConfig,
         evaluator: AlertEvaluator | None,
         reread: Callable[[], AlertsConfig] | None,
+        config_file: str | None = None,
     ) -> None:
         self.config = config
         self.evaluator = evaluator
         self._reread = reread  # None: serve has no config file, so nothing to read again
+        self.config_file = str(Path(config_file).resolve()) if config_file else ""
+        self._lock = threading.Lock()  # SIGHUP (main thread) and the admin route (a worker thread)
 
-    def reload(self) -> str:
+    def reload(self) -> AlertsReload:
         """Read the section again and hand it to the evaluator; what changed, as logged. Raises
-        ConfigError (the section in force stays) when the new one does not parse."""
+        ConfigError (the section in force stays) when the new one does not parse, or when serve
+        has no config file to read again."""
         if self._reread is None:
-            return ""
-        fresh = self._reread()
-        if fresh == self.config:
-            return ""
-        before = self.config
-        rules = _changed({r.name: r for r in before.rules}, {r.name: r for r in fresh.rules})
-        channels = _changed(before.channels, fresh.channels)
-        settings = ", ".join(key for key in _SETTINGS if getattr(before, key) != getattr(fresh, key))
-        summary = "; ".join(
-            filter(
-                None,
-                (
-                    rules and f"rules {rules}",
-                    channels and f"channels {channels}",
-                    settings and f"settings changed: {settings}",
-                ),
+            raise ConfigError(
+                "serve was started without --config, so it has no alerts section to reload; "
+                "restart it with --config FILE"
             )
-        )
-        if self.evaluator is not None:
-            self.evaluator.reconfigure(fresh)
-        self.config = fresh
-        log.info("alerts section reloaded: %s", summary)
+        with self._lock:
+            fresh = self._reread()
+            before = self.config
+            summary = AlertsReload(
+                self.config_file,
+                rules=NamedChanges.between(
+                    {r.name: r for r in before.rules}, {r.name: r for r in fresh.rules}
+                ),
+                channels=NamedChanges.between(before.channels, fresh.channels),
+                settings=[key for key in _SETTINGS if getattr(before, key) != getattr(fresh, key)],
+            )
+            if fresh == before:
+                return summary
+            if self.evaluator is not None:
+                self.evaluator.reconfigure(fresh)
+            self.config = fresh
+        log.info("alerts section reloaded: %s", summary.describe())
         return summary
 
 
 def install_alerts(
-    sidecar: Sidecar, config: AlertsConfig, reread: Callable[[], AlertsConfig] | None = None
+    sidecar: Sidecar,
+    config: AlertsConfig,
+    reread: Callable[[], AlertsConfig] | None = None,
+    config_file: str | None = None,
 ) -> LiveAlerts:
     """Add `/api/v1/alerts[/history|/test]` and the evaluator, and SIGHUP's reload of the section
-    (`reread`: how it reads the section again; None without a config file). Without `reread`
-    the evaluator runs only if `config` has rules; with it always (idle, reading nothing, until a
-    reload gives it rules)."""
+    (`reread`: how it reads `config_file`'s section again; None without a config file). Without
+    `reread` the evaluator runs only if `config` has rules; with it always (idle, reading nothing,
+    until a reload gives it rules). The admin route's reload is install_admin's."""
     store = sidecar.lazy_store()
-    live = LiveAlerts(config, None, reread)
+    live = LiveAlerts(config, None, reread, config_file)
 
     def alerts_route(params: dict[str, str]) -> list[dict[str, Any]]:
         return query_alerts(store(), AlertFilter.from_params(params))

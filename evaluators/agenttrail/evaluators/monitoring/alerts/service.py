@@ -1,16 +1,17 @@
-"""What `agenttrail alerts`, `alerts history` and `alerts test RULE` do, as functions tests and
-other callers use without click: check the user's values (QueryError names the one that cannot
-be read), take the `alerts:` section parsed (the CLI reads it env over file, as serve does), and
-describe each read (`ReadRequest`: the
-sidecar route with its parameters, and the same rows computed on a store) for the caller to make
-wherever the data is. While a sidecar holds the store, `alerts test` replays the rule as the
-sidecar has it configured; on the store, as the given section does (`UnknownRule` if it has none).
+"""What `agenttrail alerts`, `alerts history`, `alerts test RULE` and `alerts reload` do, as
+functions tests and other callers use without click: check the user's values (QueryError names
+the one that cannot be read), take the `alerts:` section parsed (the CLI reads it env over file,
+as serve does), and describe each read (`ReadRequest`: the sidecar route with its parameters, and
+the same rows computed on a store) for the caller to make wherever the data is. While a sidecar
+holds the store, `alerts test` replays the rule as the sidecar has it configured; on the store,
+as the given section does (`UnknownRule` if it has none). `alerts reload` asks the sidecar's
+admin API, or checks the section when no sidecar runs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agenttrail.collector.errors import ConfigError
@@ -21,7 +22,9 @@ from agenttrail.evaluators.monitoring.alerts.history import AlertFilter, query_a
 from agenttrail.evaluators.monitoring.alerts.replay import ReplayWindow, replay
 
 if TYPE_CHECKING:
+    from agenttrail.collector.cli import SidecarApi
     from agenttrail.collector.store import Store
+    from agenttrail.evaluators.reloads import NamedChanges
 
 ALERTS_ROUTE = "/api/v1/alerts"
 HISTORY_ROUTE = "/api/v1/alerts/history"
@@ -85,3 +88,50 @@ def summarise_replay(events: Sequence[dict[str, Any]]) -> ReplaySummary:
     """Times the rule went firing (from another state), and the distinct groups it touched."""
     fired = sum(1 for event in events if event["to"] == "firing" and event["from"] != "firing")
     return ReplaySummary(fired, len({event["fingerprint"] for event in events}))
+
+
+class AlertsChecked(NamedTuple):
+    """No sidecar to reload: the config file's alerts section, checked as serve checks it at start."""
+
+    config_file: str
+    rules: list[str]
+    channels: list[str]
+
+
+class AlertsReloaded(NamedTuple):
+    """What the running sidecar's reload changed (its admin answer); `other_file` when the sidecar
+    reads another config file than the one the caller gave."""
+
+    config_file: str
+    rules: NamedChanges
+    channels: NamedChanges
+    settings: list[str]
+    summary: str
+    other_file: bool
+
+
+def reload_alerts(
+    api: SidecarApi | None, config_file: str | None, read_alerts: Callable[[], AlertsConfig]
+) -> AlertsReloaded | AlertsChecked:
+    """Make the running sidecar (`api`) read its config file's alerts section again, as SIGHUP
+    does (it reads its own file and environment; a refused section is a BadInput naming file,
+    rule and key, and the rules in force stay); with no sidecar, check the section `read_alerts`
+    reads from `config_file` as serve does when it starts."""
+    if api is None:
+        config = read_alerts()
+        return AlertsChecked(str(config_file), [rule.name for rule in config.rules], list(config.channels))
+    from pathlib import Path
+
+    from agenttrail.evaluators.reloads import NamedChanges
+    from agenttrail.evaluators.routes import ADMIN_PREFIX
+
+    answer = api.post_json(f"{ADMIN_PREFIX}/alerts/reload", {})
+    other = bool(config_file) and Path(str(config_file)).resolve() != Path(answer["config_file"])
+    return AlertsReloaded(
+        answer["config_file"],
+        NamedChanges.from_json(answer["rules"]),
+        NamedChanges.from_json(answer["channels"]),
+        list(answer["settings"]),
+        answer["summary"],
+        other_file=other,
+    )
