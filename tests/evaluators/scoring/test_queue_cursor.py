@@ -87,8 +87,12 @@ def test_a_full_batch_moves_the_cursor_up_to_its_last_run(store: Any) -> None:
     worker.margin_scan_interval_s = 3600
     start = worker.cursor_s
     assert start is not None
-    # assembled in order, after the drained query (a moment ahead of this host's clock)
-    backlog = [new_run(store, assembled_ago_s=-(step + 1) / 10) for step in range(7)]
+    # assembled in order after the drained query, and before the next one (a second on)
+    drained_at = start + CURSOR_LAG_S
+    backlog = [
+        new_run(store, assembled_ago_s=time.time() - drained_at - (step + 1) / 10) for step in range(7)
+    ]
+    time.sleep(1)
     third = store.query(
         "SELECT toUnixTimestamp64Micro(AssembledAt) FROM trajectories WHERE TraceId = {id:String}",
         {"id": backlog[2]},

@@ -331,8 +331,10 @@ class EvaluatorWorker(RunQueueWorker):
         elif self._cursor_s is not None:
             # A full batch is the window's oldest pending runs (by AssembledAt): every run readable
             # then and assembled before its last is decided, so the window need not reach back
-            # past it; it would grow with a backlog until the queue drained.
-            self._cursor_s = max(self._cursor_s, max(row[-1] for row in rows) / 1e6 - CURSOR_LAG_S)
+            # past it; it would grow with a backlog until the queue drained. Never past the query
+            # itself, whatever another host's clock stamped.
+            last_s = min(max(row[-1] for row in rows) / 1e6, asked_at)
+            self._cursor_s = max(self._cursor_s, last_s - CURSOR_LAG_S)
         return len(rows)
 
     @property
