@@ -111,7 +111,24 @@ RECENT = "t.AssembledAt >= now64(6) - toIntervalSecond({lookback:UInt32})"
 IDLE_WAIT_MAX_S = 2.0
 
 
+class PendingBatch(NamedTuple):
+    rows: list[tuple[Any, ...]]
+    # Runs the keys query found: `rows` can hold fewer (a revision replaced and merged away between
+    # the two reads), so a short `rows` does not say the queue was drained.
+    keys: int
+
+
 def pending_runs(
+    store: Store,
+    queue_key: str,
+    columns: str,
+    **options: Any,
+) -> list[tuple[Any, ...]]:
+    """`pending_batch`'s rows."""
+    return pending_batch(store, queue_key, columns, **options).rows
+
+
+def pending_batch(
     store: Store,
     queue_key: str,
     columns: str,
@@ -123,7 +140,7 @@ def pending_runs(
     limit: int = 500,
     lower_bound: bool = False,
     decided_since_s: float | None = None,
-) -> list[tuple[Any, ...]]:
+) -> PendingBatch:
     """Runs (latest revision) with no final decision under `queue_key`, in `order`; `where`
     filters columns of `trajectories AS t` with bound parameters from `params`. A run whose
     pending revision is replaced between the two reads comes as that revision while its rows are
@@ -148,7 +165,7 @@ def pending_runs(
         bound["decided_since_us"] = int(decided_since_s * 1e6)
     keys = [tuple(key) for key in store.query(sql, bound)]
     if not keys:
-        return []
+        return PendingBatch([], 0)
     wanted = set(keys)
     newest: dict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = {}
     rows = store.query(
@@ -159,7 +176,7 @@ def pending_runs(
         key, version = tuple(row[:3]), row[3]
         if key in wanted and (key not in newest or version > newest[key][0]):
             newest[key] = (version, tuple(row[4:]))
-    return [newest[key][1] for key in keys if key in newest]
+    return PendingBatch([newest[key][1] for key in keys if key in newest], len(keys))
 
 
 def record_decisions(store: Store, rows: Sequence[DecisionRow]) -> None:

@@ -35,7 +35,7 @@ from agenttrail.evaluators.scoring.run_queue import (
     DecisionRow,
     RunQueueWorker,
     now_stamp,
-    pending_runs,
+    pending_batch,
     record_decisions,
 )
 from agenttrail.evaluators.scoring.schema import ScoredRunRow
@@ -240,7 +240,7 @@ class EvaluatorWorker(RunQueueWorker):
             # The reach covers rows that became readable late since the last margin scan too.
             since_s = self._cursor_s - (CURSOR_MARGIN_S + self.margin_scan_interval_s if margin_scan else 0.0)
             params["cursor_us"] = int(since_s * 1e6)
-        rows = pending_runs(
+        batch = pending_batch(
             self.store,
             self.version,
             _PENDING_COLUMNS,
@@ -253,8 +253,10 @@ class EvaluatorWorker(RunQueueWorker):
             # (less the clocks' skew, the margin's).
             decided_since_s=None if since_s is None else since_s - CURSOR_MARGIN_S,
         )
+        rows = batch.rows
         if not rows:
-            self._drained(asked_at, full_scan, margin_scan)
+            if not batch.keys:
+                self._drained(asked_at, full_scan, margin_scan)
             return 0
         references = self.references()
         # trace id, agent, task, failure: who is sampled; calls, task, latency, failure: what scoring reads
@@ -325,7 +327,9 @@ class EvaluatorWorker(RunQueueWorker):
         self.store.insert("scores_runs", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
         record_decisions(self.store, decisions)
-        self.queue_drained = len(rows) < self.config.batch_size
+        # By the keys: a batch short of rows (one merged away between the reads) is not all that
+        # was pending, and a drained query moves the cursor to it, past an older backlog.
+        self.queue_drained = batch.keys < self.config.batch_size
         if self.queue_drained:
             self._drained(asked_at, full_scan, margin_scan)
         elif self._cursor_s is not None:
