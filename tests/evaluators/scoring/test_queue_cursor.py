@@ -1,6 +1,7 @@
 """The evaluator's queue cursor: it narrows the pending-runs query to runs assembled since the
-queue was last empty, and never costs a run its scores: late-visible rows within the margin,
-rows older than the cursor (at the next full scan) and re-queued runs (`rescan`) are scored."""
+queue was last empty (less a short lag), and never costs a run its scores: late-visible rows
+within the margin (at the next margin scan), rows older than the cursor (at the next full scan)
+and re-queued runs (`rescan`) are scored."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from trajectory_rows import agent_run, deleted_row, insert_trajectories, store_r
 
 from agenttrail.collector.schema import migrate
 from agenttrail.evaluators.scoring.schema import EVALUATOR_MIGRATIONS
-from agenttrail.evaluators.scoring.worker import CURSOR_MARGIN_S, EvaluatorConfig, EvaluatorWorker
+from agenttrail.evaluators.scoring.worker import (
+    CURSOR_LAG_S,
+    CURSOR_MARGIN_S,
+    EvaluatorConfig,
+    EvaluatorWorker,
+)
 
 
 def decided(store: Any) -> set[str]:
@@ -36,14 +42,65 @@ def drained_worker(store: Any, **config: Any) -> EvaluatorWorker:
     return worker
 
 
-def test_a_row_that_becomes_visible_late_within_the_margin_is_scored_without_a_full_scan(
+def test_a_row_that_becomes_visible_late_within_the_margin_is_scored_at_the_margin_scan(
     store: Any,
 ) -> None:
-    assert CURSOR_MARGIN_S > 10
+    """Queries between margin scans reach back the short lag only (a 30 s window grouped and
+    joined every batch was most of the queue's CPU at high rates); the margin scan reaches back
+    the whole margin, without a full scan."""
+    assert CURSOR_MARGIN_S > 10 > CURSOR_LAG_S
     worker = drained_worker(store, full_scan_interval_s=3600)
+    worker.margin_scan_interval_s = 3600
     late = new_run(store, assembled_ago_s=10)  # readable 10 s after it was assembled
+    later = new_run(store, assembled_ago_s=CURSOR_MARGIN_S - 1)
     worker.cycle()
-    assert late in decided(store)
+    assert not {late, later} & decided(store), "between margin scans the window is the lag's"
+    worker.margin_scan_interval_s = 0  # the margin scan is due
+    worker.cycle()
+    assert {late, later} <= decided(store)
+
+
+def test_a_runs_decision_keeps_it_decided_through_ordinary_and_margin_scans(store: Any) -> None:
+    """The window's decisions are read from the window's start (less the margin) on: a run
+    decided just after its assembly is not pending again, however far the window reaches."""
+    worker = drained_worker(store, full_scan_interval_s=3600)
+    runs = {new_run(store, assembled_ago_s=ago) for ago in (0.5, 1.5, CURSOR_MARGIN_S - 1)}
+    worker.margin_scan_interval_s = 0
+    worker.cycle()
+    scored = worker.counters.scored_runs
+    assert runs <= decided(store)
+    for interval in (3600, 0):
+        worker.margin_scan_interval_s = interval
+        worker.cycle()
+    assert worker.counters.scored_runs == scored
+    counts = store.query(
+        "SELECT count() FROM evaluation_decisions WHERE TraceId IN {ids:Array(String)} GROUP BY TraceId",
+        {"ids": sorted(runs)},
+    )
+    assert counts == [(1,)] * len(runs)
+
+
+def test_a_full_batch_moves_the_cursor_up_to_its_last_run(store: Any) -> None:
+    """A full batch is the window's oldest pending runs: the next query starts at its last run's
+    assembly (less the lag) instead of reading the whole backlog's window again each batch."""
+    worker = drained_worker(store, full_scan_interval_s=3600, batch_size=3)
+    worker.margin_scan_interval_s = 3600
+    start = worker.cursor_s
+    assert start is not None
+    # assembled in order after the drained query, and before the next one (a second on)
+    drained_at = start + CURSOR_LAG_S
+    backlog = [
+        new_run(store, assembled_ago_s=time.time() - drained_at - (step + 1) / 10) for step in range(7)
+    ]
+    time.sleep(1)
+    third = store.query(
+        "SELECT toUnixTimestamp64Micro(AssembledAt) FROM trajectories WHERE TraceId = {id:String}",
+        {"id": backlog[2]},
+    )[0][0]
+    assert worker.run_once() == 3
+    assert worker.cursor_s == third / 1e6 - CURSOR_LAG_S > start
+    worker.cycle()
+    assert set(backlog) <= decided(store)
 
 
 def test_a_row_older_than_the_cursor_waits_for_the_next_full_scan(store: Any) -> None:
@@ -71,6 +128,7 @@ def test_rescan_puts_requeued_runs_back_at_once(store: Any) -> None:
 def test_a_full_batch_keeps_the_cursor_so_the_rest_of_the_backlog_follows(store: Any) -> None:
     """Rows assembled just after the cursor: a full batch must not move the cursor past them."""
     worker = drained_worker(store, full_scan_interval_s=3600, batch_size=3)
+    worker.margin_scan_interval_s = 0  # every query reaches back the margin
     backlog = {new_run(store, assembled_ago_s=CURSOR_MARGIN_S - 1) for _ in range(7)}
     time.sleep(2)  # now a cursor moved to "asked - margin" would lie after the backlog
     assert worker.run_once() == 3

@@ -35,7 +35,7 @@ from agenttrail.evaluators.scoring.run_queue import (
     DecisionRow,
     RunQueueWorker,
     now_stamp,
-    pending_runs,
+    pending_batch,
     record_decisions,
 )
 from agenttrail.evaluators.scoring.schema import ScoredRunRow
@@ -46,8 +46,14 @@ EVALUATOR = "trajectory"
 # How often the worker deletes the scores of runs re-assembly deleted (deleted_runs.py).
 SWEEP_INTERVAL_S = 5.0
 # A run assembled at T may become readable a little after T (the insert, a server's replicas,
-# another host's clock): the cursor stays this far behind the last drained query.
+# another host's clock). The cursor stays CURSOR_LAG_S behind the last drained query, and every
+# MARGIN_SCAN_INTERVAL_S one query (a margin scan) reaches CURSOR_MARGIN_S further back, so a row
+# readable up to CURSOR_MARGIN_S late is scored within that interval, one later at the full scan.
+# Every query reading the 30 s margin cost the pending keys ~400 ms a batch at 7,000 runs/s (the
+# window's runs grouped, their decisions joined), ~50 with the 2 s lag (asm24).
 CURSOR_MARGIN_S = 30.0
+CURSOR_LAG_S = 2.0
+MARGIN_SCAN_INTERVAL_S = 10.0
 _SINCE_CURSOR = " AND t.AssembledAt >= fromUnixTimestamp64Micro({cursor_us:Int64})"
 DEFAULT_METRICS = (
     "trajectory_exact_match",
@@ -57,7 +63,7 @@ DEFAULT_METRICS = (
     "trajectory_recall",
 )
 _PENDING_COLUMNS = """t.TraceId, t.RootSpanId, t.Agent, t.Task, toUnixTimestamp64Micro(t.Start), t.LatencyS,
-t.Failure, t.ToolCalls, t.Revision, t.AgentVersion"""
+t.Failure, t.ToolCalls, t.Revision, t.AgentVersion, toUnixTimestamp64Micro(t.AssembledAt)"""
 
 
 def sample_fraction(trace_id: str) -> float:
@@ -200,6 +206,8 @@ class EvaluatorWorker(RunQueueWorker):
         self._swept_at = float("-inf")
         self._cursor_s: float | None = None  # None: the next query scans the whole lookback
         self._full_scan_at = float("-inf")
+        self._margin_scan_at = float("-inf")
+        self.margin_scan_interval_s = MARGIN_SCAN_INTERVAL_S
         self._shard: tuple[int, int] | None = None
         self._pool: MetricPool | None = None
 
@@ -225,10 +233,14 @@ class EvaluatorWorker(RunQueueWorker):
         if shard != self._shard or time.monotonic() - self._full_scan_at >= self.config.full_scan_interval_s:
             self._shard, self._cursor_s = shard, None  # another worker's runs may be ours now
         full_scan, asked_at = self._cursor_s is None, time.time()
+        margin_scan = time.monotonic() - self._margin_scan_at >= self.margin_scan_interval_s
         params: dict[str, Any] = {"lookback": self.config.lookback_s}
+        since_s: float | None = None
         if self._cursor_s is not None:
-            params["cursor_us"] = int(self._cursor_s * 1e6)
-        rows = pending_runs(
+            # The reach covers rows that became readable late since the last margin scan too.
+            since_s = self._cursor_s - (CURSOR_MARGIN_S + self.margin_scan_interval_s if margin_scan else 0.0)
+            params["cursor_us"] = int(since_s * 1e6)
+        batch = pending_batch(
             self.store,
             self.version,
             _PENDING_COLUMNS,
@@ -237,9 +249,14 @@ class EvaluatorWorker(RunQueueWorker):
             shard=shard,
             limit=self.config.batch_size,
             lower_bound=not full_scan,  # the cursor bounds AssembledAt from below: a few seconds' runs
+            # A decision follows its run's assembly: none about the window's runs is older than it
+            # (less the clocks' skew, the margin's).
+            decided_since_s=None if since_s is None else since_s - CURSOR_MARGIN_S,
         )
+        rows = batch.rows
         if not rows:
-            self._drained(asked_at, full_scan)
+            if not batch.keys:
+                self._drained(asked_at, full_scan, margin_scan)
             return 0
         references = self.references()
         # trace id, agent, task, failure: who is sampled; calls, task, latency, failure: what scoring reads
@@ -254,7 +271,7 @@ class EvaluatorWorker(RunQueueWorker):
         decisions: list[DecisionRow] = []
         now, stamp = now_stamp()
         for row, take in zip(rows, sampled, strict=True):
-            trace_id, root, agent, task, start_us, latency_s, _, _, revision, agent_version = row
+            trace_id, root, agent, task, start_us, latency_s, _, _, revision, agent_version, _ = row
             decision, detail = "scored", ""
             if not take:
                 decision = "sampled_out"
@@ -310,10 +327,24 @@ class EvaluatorWorker(RunQueueWorker):
         self.store.insert("scores_runs", scores)
         # Decisions last: a crash in between only means these runs are scored again (same keys).
         record_decisions(self.store, decisions)
-        self.queue_drained = len(rows) < self.config.batch_size
+        # By the keys: a batch short of rows (one merged away between the reads) is not all that
+        # was pending, and a drained query moves the cursor to it, past an older backlog.
+        self.queue_drained = batch.keys < self.config.batch_size
         if self.queue_drained:
-            self._drained(asked_at, full_scan)
+            self._drained(asked_at, full_scan, margin_scan)
+        elif self._cursor_s is not None:
+            # A full batch is the window's oldest pending runs (by AssembledAt): every run readable
+            # then and assembled before its last is decided, so the window need not reach back
+            # past it; it would grow with a backlog until the queue drained. Never past the query
+            # itself, whatever another host's clock stamped.
+            last_s = min(max(row[-1] for row in rows) / 1e6, asked_at)
+            self._cursor_s = max(self._cursor_s, last_s - CURSOR_LAG_S)
         return len(rows)
+
+    @property
+    def cursor_s(self) -> float | None:
+        """The lower bound on AssembledAt of the next ordinary query (None: a full scan)."""
+        return self._cursor_s
 
     def rescan(self) -> None:
         """Runs older than the cursor went back in the queue (re-scoring a task): scan the whole
@@ -323,11 +354,13 @@ class EvaluatorWorker(RunQueueWorker):
         self._references_at = float("-inf")
         self.wake()
 
-    def _drained(self, asked_at: float, full_scan: bool) -> None:
+    def _drained(self, asked_at: float, full_scan: bool, margin_scan: bool) -> None:
         """Every run readable when the query was asked is decided now: move the cursor up to it."""
-        self._cursor_s = asked_at - CURSOR_MARGIN_S
+        self._cursor_s = asked_at - CURSOR_LAG_S
         if full_scan:
             self._full_scan_at = time.monotonic()
+        if full_scan or margin_scan:
+            self._margin_scan_at = time.monotonic()
 
     def _compute(self, runs: list[RunToScore], references: dict[str, ReferenceEntry]) -> list[Outcome]:
         """The runs' metrics: in the worker processes if `processes` asks for them, else here."""
