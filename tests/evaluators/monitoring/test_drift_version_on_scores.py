@@ -104,14 +104,14 @@ def test_a_store_of_the_previous_schema_gets_its_scores_versions(chdb_dir: Path)
     again (a restart before it was recorded) changes nothing."""
     store = open_database(chdb_dir, "test_version_migration")
     try:
-        # 125 reads 122's runs_revised: it follows 122
-        migrate(store, [m for m in ALL_MIGRATIONS if m.version not in (VERSION_ON_SCORES, 125)])
+        # 125 reads 122's runs_revised, 127 its AgentVersion of scores_by_start: they follow 122
+        migrate(store, [m for m in ALL_MIGRATIONS if m.version not in (VERSION_ON_SCORES, 125, 127)])
         store.command(SCORES_VERSION)  # the column today's score rows write (122's first step)
         base = (time.time() // HOUR - 7) * HOUR
         history = History(store, random.Random(120), base, count=600, kinds=KINDS + VERSION_KINDS * 3)
         for _ in range(2):
             history.step(changes=80)
-        assert migrate(store, ALL_MIGRATIONS) == [VERSION_ON_SCORES, 125]
+        assert migrate(store, ALL_MIGRATIONS) == [VERSION_ON_SCORES, 125, 127]
         stale, trusted = carried_versions(store)
         assert stale == 0, stale  # filled with the versions of now
         assert trusted > 300, trusted
