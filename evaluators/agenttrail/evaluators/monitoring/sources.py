@@ -57,12 +57,9 @@ class Tables:
 _SAMPLES = ("runs_by_start_sample", "scores_by_start_sample")
 _REVISED = "runs_revised"
 _LATEST_ROWS = "scores_latest_by_start"
-ROLLUPS = Tables(
-    "runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED, _LATEST_ROWS
-)  # and hourly.py's
-RUN_ROLLUPS = Tables(
-    "runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED, _LATEST_ROWS
-)  # without them
+_ROLLUP_TABLES = ("runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED, _LATEST_ROWS)
+ROLLUPS = Tables(*_ROLLUP_TABLES)  # and hourly.py's rollups
+RUN_ROLLUPS = Tables(*_ROLLUP_TABLES)  # without the hourly ones
 BASE_TABLES = Tables("trajectories", "scores", keyed_by_start=False)
 SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
 
@@ -268,11 +265,10 @@ def _latest_of_runs_at_one_start(
     alone = _filtered((*where,), (multi, f"NOT ({overlap})", *prewhere, *run_prewhere), read)
     # After FINAL: AgentVersion is not in the sorting key.
     once_where, once_prewhere = (*where, *carried_once), (*inside, f"NOT ({revised})")
-    once = _filtered(once_where, once_prewhere, read)
     if latest_rows:
         once = _once_from_latest_rows(read, columns, once_where, once_prewhere, latest_version)
     else:
-        once = _grouped_once(table, once, latest_version)
+        once = _grouped_once(table, _filtered(once_where, once_prewhere, read), latest_version)
     again = _filtered(("1",), (*inside, revised), read)
     return (
         f"SELECT {columns} FROM {table} FINAL {alone}\nUNION ALL\n"
