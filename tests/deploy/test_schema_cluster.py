@@ -153,8 +153,8 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     migrate(store, tuple(all_migrations()))
     first = apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90))
     # 7, the rollups' hash samples, the runs stored again and their score starts, the versions'
-    # days, the hourly rollups and their pointers
-    assert len(first) == 17
+    # days, the scores' latest rows, the hourly rollups and their pointers
+    assert len(first) == 18
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_hour")[0]
     assert "TTL toDateTime(Hour) + toIntervalDay(30)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE runs_by_start_sample")[0]
@@ -165,6 +165,8 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE score_version_days")[0]
     assert "TTL toDateTime(AgedFrom) + toIntervalDay(90)" in ddl
+    (ddl,) = store.query("SHOW CREATE TABLE scores_latest_by_start")[0]
+    assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
     assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl
     (ddl,) = store.query("SHOW CREATE TABLE trajectories")[0]
@@ -182,6 +184,7 @@ def test_retention_reaches_the_tables(store: Store) -> None:
         "ALTER TABLE scores_by_start_sample REMOVE TTL",
         "ALTER TABLE score_starts_of_revised_runs REMOVE TTL",
         "ALTER TABLE score_version_days REMOVE TTL",
+        "ALTER TABLE scores_latest_by_start REMOVE TTL",
         "ALTER TABLE scores_by_hour REMOVE TTL",
         "ALTER TABLE lowest_by_hour REMOVE TTL",
     ]

@@ -552,6 +552,8 @@ RETENTION_TABLES: tuple[tuple[str, str, str], ...] = (
     # Each evaluator version's score starts per day (migration 126), aged a day after the day's
     # last rows (its `AgedFrom`), so they go from `scores_by_start` first.
     ("score_version_days", "AgedFrom", "scores"),
+    # Their latest row per run and start, keyed without the version (migration 127).
+    ("scores_latest_by_start", "RunStart", "scores"),
     # ... and so do their per-hour rollups (evaluators/monitoring/hourly.py).
     ("runs_by_hour", "Hour", "trajectories"),
     ("scores_by_hour", "Hour", "scores"),

@@ -29,6 +29,7 @@ from agenttrail.evaluators.monitoring.rollups import (
     RUNS_REVISED,
     SAMPLE_LIMIT,
     SCORE_STARTS_OF_REVISED_RUNS,
+    SCORES_LATEST_BY_START,
     SCORES_VERSION,
 )
 from agenttrail.evaluators.scoring.deleted_runs import delete_scores_of_deleted_runs
@@ -41,6 +42,7 @@ HOUR = 3600
 SAMPLE_VERSION = 119
 VERSION_ON_SCORES = 122
 SCORE_STARTS = 125  # reads 122's runs_revised: follows it
+LATEST_ROWS = 127  # reads 122's AgentVersion of scores_by_start: follows it
 IN_SAMPLE = f"cityHash64(TraceId, RootSpanId) <= {SAMPLE_LIMIT}"
 RUNS = "Agent, Start, TraceId, RootSpanId, AgentVersion, Task, Model, LatencyS, Failure, ToolNames, Version"
 SCORES = "Metric, RunStart, TraceId, RootSpanId, EvaluatorVersion, Score, Agent, Task, CreatedAt"
@@ -161,14 +163,15 @@ def test_a_store_of_the_previous_schema_is_filled_and_a_restart_changes_nothing(
     as after a crash before the migration was recorded, change no answer."""
     store = open_database(chdb_dir, "test_sample_migration")
     try:
-        # 122 carries on these tables: it follows 119 (and 125 follows 122).
-        later = (SAMPLE_VERSION, VERSION_ON_SCORES, SCORE_STARTS)
+        # 122 carries on these tables: it follows 119 (and 125 and 127 follow 122).
+        later = (SAMPLE_VERSION, VERSION_ON_SCORES, SCORE_STARTS, LATEST_ROWS)
         previous = [m for m in ALL_MIGRATIONS if m.version not in later]
         (sample,) = [m for m in ALL_MIGRATIONS if m.version == SAMPLE_VERSION]
         migrate(store, previous)
         store.command(SCORES_VERSION)  # the column today's score rows write (122's first step)
         store.command(RUNS_REVISED)  # the table today's scores query reads (122's, filled there)
         store.command(SCORE_STARTS_OF_REVISED_RUNS)  # today's split-run question's (125's, filled there)
+        store.command(SCORES_LATEST_BY_START)  # today's drift reads its latest rows (127's, filled there)
         base = (time.time() // HOUR - 7) * HOUR
         history = History(store, random.Random(118), base, count=600)
         for _ in range(2):

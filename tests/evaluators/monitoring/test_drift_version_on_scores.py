@@ -18,7 +18,7 @@ from agenttrail.collector.schema import migrate
 from agenttrail.collector.store import Store
 from agenttrail.evaluators.composition import ALL_MIGRATIONS
 from agenttrail.evaluators.monitoring.drift import Baseline, DriftQuery, DriftSettings, load_windows
-from agenttrail.evaluators.monitoring.rollups import SCORES_VERSION
+from agenttrail.evaluators.monitoring.rollups import SCORES_LATEST_BY_START, SCORES_VERSION
 
 from . import drift_reference as reference
 from .test_drift_sample_tables import HOUR, at, drop, open_database
@@ -104,14 +104,15 @@ def test_a_store_of_the_previous_schema_gets_its_scores_versions(chdb_dir: Path)
     again (a restart before it was recorded) changes nothing."""
     store = open_database(chdb_dir, "test_version_migration")
     try:
-        # 125 reads 122's runs_revised: it follows 122
-        migrate(store, [m for m in ALL_MIGRATIONS if m.version not in (VERSION_ON_SCORES, 125)])
+        # 125 reads 122's runs_revised, 127 its AgentVersion of scores_by_start: they follow 122
+        migrate(store, [m for m in ALL_MIGRATIONS if m.version not in (VERSION_ON_SCORES, 125, 127)])
         store.command(SCORES_VERSION)  # the column today's score rows write (122's first step)
+        store.command(SCORES_LATEST_BY_START)  # the table today's sweep deletes from (127's first)
         base = (time.time() // HOUR - 7) * HOUR
         history = History(store, random.Random(120), base, count=600, kinds=KINDS + VERSION_KINDS * 3)
         for _ in range(2):
             history.step(changes=80)
-        assert migrate(store, ALL_MIGRATIONS) == [VERSION_ON_SCORES, 125]
+        assert migrate(store, ALL_MIGRATIONS) == [VERSION_ON_SCORES, 125, 127]
         stale, trusted = carried_versions(store)
         assert stale == 0, stale  # filled with the versions of now
         assert trusted > 300, trusted

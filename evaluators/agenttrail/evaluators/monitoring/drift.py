@@ -764,6 +764,7 @@ def _load_scores(
             run_start=[_part_span("RunStart", part)] if one_start else None,
             one_start=one_start,
             carried_once=_carried_once(part) if carried and one_start else (),
+            latest_rows=one_start and _latest_rows(tables, params),
         )
         selects.append(
             f"SELECT Agent, Metric, RunStart, TraceId, RootSpanId, Score, w FROM ("
@@ -794,6 +795,13 @@ def _load_scores(
         )
     for agent, window_index, metric, scores_in_order, _ in rows:
         samples(agent, window_index).values[metric] = _array(scores_in_order)
+
+
+def _latest_rows(tables: sources.Tables, params: dict[str, Any]) -> bool:
+    """Whether the runs stored once inside the versions' overlap read their latest rows from
+    `tables.latest` (migration 127; not for the hash samples): where its order tells the
+    overlap's versions apart (`sources.versions_apart`)."""
+    return tables.latest is not None and sources.versions_apart(params["evaluator_versions"])
 
 
 def _carried_once(part: tuple[int, ...]) -> list[str]:

@@ -402,6 +402,53 @@ FILL_SCORE_VERSION_DAYS = (
     f"INSERT INTO score_version_days (Metric, EvaluatorVersion, Day, First, Last) {_VERSION_DAYS}"
 )
 
+# Migration 127: every row of `scores_by_start` again, keyed without the evaluator version, so
+# FINAL keeps one row per (metric, start, run): the latest by (CreatedAt, EvaluatorVersion), the
+# order `sources._LATEST` takes, as one UInt256 (`Latest`: CreatedAt's microseconds, then the
+# version's first `LATEST_VERSION_BYTES` bytes, zero-padded: byte order is ClickHouse's string
+# order where no two versions share those bytes, which drift checks for the versions it reads,
+# `sources.versions_apart`). Drift's runs stored once inside the versions' overlap read their
+# latest score here instead of grouping every version's rows (the re-scored day of 1M runs:
+# 0.21 s CPU grouped, 0.04 s read), wherever that row is a live number with a carried
+# version; any other (a NULL score, where an older version's number is the answer; a marker;
+# a NULL version) is grouped as before (`sources._latest_of_runs_at_one_start`). A view writes
+# it, the fill copies the stored rows; the sweep of deleted runs deletes here too
+# (scoring/deleted_runs.py) and retention ages it with `scores_by_start`.
+LATEST_VERSION_BYTES = 24
+_VERSION_BYTES = (
+    f"rightPad(substring(EvaluatorVersion, 1, {LATEST_VERSION_BYTES}), {LATEST_VERSION_BYTES}, '\\0')"
+)
+_LATEST_OF_ROW = (
+    f"bitShiftLeft(toUInt256(toUnixTimestamp64Micro(CreatedAt)), {8 * LATEST_VERSION_BYTES}) "
+    f"+ reinterpretAsUInt256(reverse({_VERSION_BYTES}))"
+)
+SCORES_LATEST_BY_START = """
+CREATE TABLE IF NOT EXISTS scores_latest_by_start (
+    Metric LowCardinality(String),
+    RunStart DateTime64(6),
+    TraceId String,
+    RootSpanId String,
+    Score Nullable(Float64),
+    Agent LowCardinality(String),
+    Task String,
+    AgentVersion LowCardinality(Nullable(String)),
+    IsDeleted UInt8,
+    Latest UInt256
+) ENGINE = ReplacingMergeTree(Latest)
+PARTITION BY toYYYYMMDD(RunStart)
+ORDER BY (Metric, RunStart, TraceId, RootSpanId)
+"""
+_LATEST_COLUMNS = "Metric, RunStart, TraceId, RootSpanId, Score, Agent, Task, AgentVersion, IsDeleted"
+SCORES_LATEST_BY_START_MV = f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS scores_latest_by_start_mv TO scores_latest_by_start
+AS SELECT {_LATEST_COLUMNS}, {_LATEST_OF_ROW} AS Latest FROM scores_by_start
+"""
+# Existing stores, after the view: every stored row (a row both write is one row here).
+FILL_SCORES_LATEST_BY_START = (
+    f"INSERT INTO scores_latest_by_start ({_LATEST_COLUMNS}, Latest) "
+    f"SELECT {_LATEST_COLUMNS}, {_LATEST_OF_ROW} AS Latest FROM scores_by_start"
+)
+
 ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         116,
@@ -466,5 +513,10 @@ ROLLUP_MIGRATIONS: tuple[Migration, ...] = (
         126,
         "each evaluator version's first and last score start per day (drift's versions' overlap)",
         (SCORE_VERSION_DAYS, SCORE_VERSION_DAYS_MV, FILL_SCORE_VERSION_DAYS),
+    ),
+    Migration(
+        127,
+        "scores' latest row per run and start, keyed without the evaluator version (drift)",
+        (SCORES_LATEST_BY_START, SCORES_LATEST_BY_START_MV, FILL_SCORES_LATEST_BY_START),
     ),
 )

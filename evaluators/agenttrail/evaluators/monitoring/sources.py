@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agenttrail.collector.store import Store
+from agenttrail.evaluators.monitoring.rollups import LATEST_VERSION_BYTES
 
 # Reported from trajectories for every run; the evaluator also writes them as scores.
 RUN_METRICS = ("latency", "failure")
@@ -35,7 +36,8 @@ class Tables:
     `runs_sample`, `scores_sample`: the same rows of the runs whose hash is at most
     `rollups.SAMPLE_LIMIT`, if kept (`sampled()`). `revised`: where the scores carry their
     run's `AgentVersion`, the table of runs stored more than once, for which it may be stale
-    (rollups.py, migration 122)."""
+    (rollups.py, migration 122). `latest`: the scores' latest row per run and start, keyed
+    without the evaluator version (migration 127; not kept for the samples)."""
 
     runs: str
     scores: str
@@ -43,6 +45,7 @@ class Tables:
     runs_sample: str | None = None
     scores_sample: str | None = None
     revised: str | None = None
+    latest: str | None = None
 
     def sampled(self) -> Tables:
         """These tables' hash samples; only where `runs_sample` is set."""
@@ -53,8 +56,10 @@ class Tables:
 
 _SAMPLES = ("runs_by_start_sample", "scores_by_start_sample")
 _REVISED = "runs_revised"
-ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED)  # and hourly.py's rollups
-RUN_ROLLUPS = Tables("runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED)  # without the hourly ones
+_LATEST_ROWS = "scores_latest_by_start"
+_ROLLUP_TABLES = ("runs_by_start", "scores_by_start", True, *_SAMPLES, _REVISED, _LATEST_ROWS)
+ROLLUPS = Tables(*_ROLLUP_TABLES)  # and hourly.py's rollups
+RUN_ROLLUPS = Tables(*_ROLLUP_TABLES)  # without the hourly ones
 BASE_TABLES = Tables("trajectories", "scores", keyed_by_start=False)
 SOURCE = ROLLUPS  # the equivalence tests set BASE_TABLES here
 
@@ -121,6 +126,7 @@ def scores_sql(
     run_start: Sequence[str] | None = None,
     one_start: bool = False,
     carried_once: Sequence[str] = (),
+    latest_rows: bool = False,
 ) -> str:
     """One row per (run, metric): TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task,
     and with `agent_version` the AgentVersion the row carries (only where `tables.revised`).
@@ -142,6 +148,8 @@ def scores_sql(
     `carried_once` (with `one_start`): conditions on the carried AgentVersion for the runs stored
     once inside the overlap, applied before they are grouped: the caller drops with them only
     runs it would drop after (their rows carry the run's one version or NULL).
+    `latest_rows` (with `one_start`, where `read.latest` is kept and the rows' versions are
+    `versions_apart`): those runs' latest rows are read from `read.latest` where they can be.
     """
     read = tables or SOURCE
     table = read.scores
@@ -159,7 +167,7 @@ SELECT TraceId, RootSpanId, Metric, Score, RunStart, Agent, Task{version} FROM {
     if one_start:
         assert run_start is not None, "one_start needs every run's rows at one start"
         multi_part = _latest_of_runs_at_one_start(
-            where, prewhere, run_prewhere, run_start, read, latest_version, columns, carried_once
+            where, prewhere, run_prewhere, run_start, read, latest_version, columns, carried_once, latest_rows
         )
     else:
         multi_part = _latest_of_each_run(where, run_prewhere, read, latest_version, columns, run_start)
@@ -230,6 +238,7 @@ def _latest_of_runs_at_one_start(
     latest_version: str,
     columns: str,
     carried_once: Sequence[str] = (),
+    latest_rows: bool = False,
 ) -> str:
     """`scores_sql`'s multi-version part where every run's live rows of those metrics lie at one
     start (`hours_of_split_runs` named none among them). A run's rows then share their start and
@@ -255,14 +264,47 @@ def _latest_of_runs_at_one_start(
     inside = (multi, overlap, *run_start, *prewhere, *run_prewhere)
     alone = _filtered((*where,), (multi, f"NOT ({overlap})", *prewhere, *run_prewhere), read)
     # After FINAL: AgentVersion is not in the sorting key.
-    once = _filtered((*where, *carried_once), (*inside, f"NOT ({revised})"), read)
+    once_where, once_prewhere = (*where, *carried_once), (*inside, f"NOT ({revised})")
+    if latest_rows:
+        once = _once_from_latest_rows(read, columns, once_where, once_prewhere, latest_version)
+    else:
+        once = _grouped_once(table, _filtered(once_where, once_prewhere, read), latest_version)
     again = _filtered(("1",), (*inside, revised), read)
     return (
         f"SELECT {columns} FROM {table} FINAL {alone}\nUNION ALL\n"
-        f"{_grouped_once(table, once, latest_version)}\nUNION ALL\n"
+        f"{once}\nUNION ALL\n"
         f"SELECT * FROM ({_grouped(table, again, latest_version, _RANKED_LATEST)}) "
         f"WHERE {' AND '.join(where)}"
     )
+
+
+def _once_from_latest_rows(
+    read: Tables, columns: str, where: Sequence[str], prewhere: Sequence[str], latest_version: str
+) -> str:
+    """`_grouped_once`'s rows from `read.latest` (migration 127), whose FINAL keeps each (metric,
+    start, run)'s latest row by (CreatedAt, EvaluatorVersion) among every row `read.scores`
+    holds there. Where that row is a live number (and carries a version, when asked for), it is
+    the latest row of its version, so FINAL keeps it in `read.scores` too, and it is the
+    largest there by `_RANKED_LATEST` with a number: `_grouped_once`'s answer, its agent, task
+    and version those of every row of a run stored once. Any other key (its latest row a NULL
+    score, where an older version's number is the answer; a deletion marker; a NULL version)
+    is grouped as before, its rows found by the key (the index skips the granules of none)."""
+    assert read.latest is not None
+    live = "Score IS NOT NULL AND IsDeleted = 0" + (" AND AgentVersion IS NOT NULL" if latest_version else "")
+    latest = f"SELECT {columns} FROM {read.latest} FINAL {_filtered((*where, live), prewhere, read)}"
+    keys = "Metric, RunStart, TraceId, RootSpanId"
+    others = f"SELECT {keys} FROM {read.latest} FINAL {_filtered((f'NOT ({live})',), prewhere, read)}"
+    rows = _filtered(where, (*prewhere, f"({keys}) IN ({others})"), read)
+    return f"{latest}\nUNION ALL\n{_grouped_once(read.scores, rows, latest_version)}"
+
+
+def versions_apart(versions: Sequence[str]) -> bool:
+    """Whether `read.latest`'s order (rollups.py, `Latest`: a version's first
+    LATEST_VERSION_BYTES bytes, zero-padded) tells every two of these versions apart, and so
+    orders them as ClickHouse compares the strings."""
+    n = LATEST_VERSION_BYTES
+    padded = {version.encode()[:n].ljust(n, b"\0") for version in versions}
+    return len(padded) == len(set(versions))
 
 
 def _grouped_once(table: str, rows: str, latest_version: str) -> str:

@@ -9,10 +9,10 @@ with a lightweight DELETE. It looks back an hour, so scores a worker wrote just 
 deletion (it had picked the run before) are caught by a later sweep; a run that came back
 (a newer live row) keeps its scores.
 
-The monitoring rollup `scores_by_start` and its hash sample `scores_by_start_sample`
-(monitoring/rollups.py) are filled by materialized views, which never see a DELETE: the sweep
-deletes there too, after the base table, so a score written between them is still in `scores`
-and the next sweep deletes it from all three.
+The monitoring rollup `scores_by_start`, its hash sample `scores_by_start_sample` and its
+latest rows `scores_latest_by_start` (monitoring/rollups.py) are filled by materialized views,
+which never see a DELETE: the sweep deletes there too, after the base table, so a score
+written between them is still in `scores` and the next sweep deletes it from all four.
 """
 
 from __future__ import annotations
@@ -56,6 +56,6 @@ def delete_scores_of_deleted_runs(store: Store, lookback_s: int = SWEEP_LOOKBACK
         "traces": sorted({trace_id for trace_id, _ in stale}),
         "runs": [f"{trace_id}:{root}" for trace_id, root in stale],
     }
-    for table in ("scores", "scores_by_start", "scores_by_start_sample"):
+    for table in ("scores", "scores_by_start", "scores_by_start_sample", "scores_latest_by_start"):
         store.command(_DELETE.replace("{table}", table), runs)
     return len(stale)
