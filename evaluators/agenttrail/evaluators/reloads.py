@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+
+def reads_other_file(config_file: str | None, answer: Mapping[str, Any]) -> bool:
+    """A reload's admin `answer` came from a sidecar reading another config file than the one
+    the caller named (the CLI says so: the sidecar reloads its own file)."""
+    return bool(config_file) and Path(str(config_file)).resolve() != Path(answer["config_file"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,13 +279,5 @@ def judges_reload(
         )
     click.echo(
         f"judges reloaded from {outcome.config_file}: "
-        + ", ".join(
-            _names(names, key)
-            for key, names in (
-                ("added", outcome.changes.added),
-                ("changed", outcome.changes.changed),
-                ("removed", outcome.changes.removed),
-                ("unchanged", outcome.changes.unchanged),
-            )
-        )
+        + ", ".join(_names(names, key) for key, names in outcome.changes.to_json().items())
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenttrail.collector.errors import AgentTrailError
@@ -97,11 +96,11 @@ def reload_judges(
                 "no sidecar is running to reload; pass --config FILE to check a judges section"
             )
         return JudgesChecked(config_file, configured_judges(read_judges()))
-    from agenttrail.evaluators.reloads import NamedChanges
+    from agenttrail.evaluators.reloads import NamedChanges, reads_other_file
     from agenttrail.evaluators.routes import ADMIN_PREFIX
 
     answer = api.post_json(f"{ADMIN_PREFIX}/judges/reload", {})
-    other = bool(config_file) and Path(str(config_file)).resolve() != Path(answer["config_file"])
+    other = reads_other_file(config_file, answer)
     return JudgesReloaded(answer["config_file"], NamedChanges.from_json(answer), other_file=other)
 
 

@@ -120,13 +120,11 @@ def reload_alerts(
     if api is None:
         config = read_alerts()
         return AlertsChecked(str(config_file), [rule.name for rule in config.rules], list(config.channels))
-    from pathlib import Path
-
-    from agenttrail.evaluators.reloads import NamedChanges
+    from agenttrail.evaluators.reloads import NamedChanges, reads_other_file
     from agenttrail.evaluators.routes import ADMIN_PREFIX
 
     answer = api.post_json(f"{ADMIN_PREFIX}/alerts/reload", {})
-    other = bool(config_file) and Path(str(config_file)).resolve() != Path(answer["config_file"])
+    other = reads_other_file(config_file, answer)
     return AlertsReloaded(
         answer["config_file"],
         NamedChanges.from_json(answer["rules"]),
