@@ -123,12 +123,13 @@ def test_cluster_tables_run_without_replication(store: Store) -> None:
     finally:
         reference.command(f"DROP DATABASE IF EXISTS {single.database}")
         reference.close()
-    (ddl,) = store.query("SHOW CREATE TABLE otel_traces_local")[0]
-    assert "TTL toDateTime(Timestamp) + toIntervalDay(14)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE scores_local")[0]
-    assert "TTL toDateTime(RunStart) + toIntervalDay(365)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE score_starts_of_revised_runs_local")[0]
-    assert "TTL toDateTime(RunStart) + toIntervalDay(365)" in ddl
+    for table, ttl in (
+        ("otel_traces_local", "toDateTime(Timestamp) + toIntervalDay(14)"),
+        ("scores_local", "toDateTime(RunStart) + toIntervalDay(365)"),
+        ("score_starts_of_revised_runs_local", "toDateTime(RunStart) + toIntervalDay(365)"),
+    ):
+        (ddl,) = store.query(f"SHOW CREATE TABLE {table}")[0]
+        assert f"TTL {ttl}" in ddl, table
 
 
 def test_replicas_only_keeps_the_table_names() -> None:
@@ -155,24 +156,19 @@ def test_retention_reaches_the_tables(store: Store) -> None:
     # 7, the rollups' hash samples, the runs stored again and their score starts, the versions'
     # days, the scores' latest rows, the hourly rollups and their pointers
     assert len(first) == 18
-    (ddl,) = store.query("SHOW CREATE TABLE runs_by_hour")[0]
-    assert "TTL toDateTime(Hour) + toIntervalDay(30)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE runs_by_start_sample")[0]
-    assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE runs_revised")[0]
-    assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE score_starts_of_revised_runs")[0]
-    assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE score_version_days")[0]
-    assert "TTL toDateTime(AgedFrom) + toIntervalDay(90)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE scores_latest_by_start")[0]
-    assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE otel_traces")[0]
-    assert "TTL toDateTime(Timestamp) + toIntervalDay(7)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE trajectories")[0]
-    assert "TTL toDateTime(Start) + toIntervalDay(30)" in ddl
-    (ddl,) = store.query("SHOW CREATE TABLE scores")[0]
-    assert "TTL toDateTime(RunStart) + toIntervalDay(90)" in ddl
+    for table, ttl in (
+        ("runs_by_hour", "toDateTime(Hour) + toIntervalDay(30)"),
+        ("runs_by_start_sample", "toDateTime(Start) + toIntervalDay(30)"),
+        ("runs_revised", "toDateTime(Start) + toIntervalDay(30)"),
+        ("score_starts_of_revised_runs", "toDateTime(RunStart) + toIntervalDay(90)"),
+        ("score_version_days", "toDateTime(AgedFrom) + toIntervalDay(90)"),
+        ("scores_latest_by_start", "toDateTime(RunStart) + toIntervalDay(90)"),
+        ("otel_traces", "toDateTime(Timestamp) + toIntervalDay(7)"),
+        ("trajectories", "toDateTime(Start) + toIntervalDay(30)"),
+        ("scores", "toDateTime(RunStart) + toIntervalDay(90)"),
+    ):
+        (ddl,) = store.query(f"SHOW CREATE TABLE {table}")[0]
+        assert f"TTL {ttl}" in ddl, table
     assert apply_retention(store, Retention(spans_days=7, trajectories_days=30, scores_days=90)) == []
     changed = apply_retention(store, Retention(spans_days=3, trajectories_days=30, scores_days=0))
     assert changed == [
